@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages tqserve builds and tests with. Idempotent: does nothing when
+# everything is present. Run as root (or with sudo available).
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build pkg-config git
+      nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
+      libgtest-dev libgmock-dev libbenchmark-dev
+      libpcre2-dev libutf8proc-dev libopenblas-dev
+      clang libclang-rt-dev curl python3)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
+echo "installing: ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
