@@ -48,6 +48,7 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
     for (int i = 0; i < n; ++i) fn(i);
     return;
   }
+  std::lock_guard<std::mutex> call_lock(call_mu_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_ = &fn;

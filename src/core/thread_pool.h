@@ -17,7 +17,7 @@ class ThreadPool {
 
   int size() const { return int(workers_.size()) + 1; }
   // Calls fn(i) for i in [0, n), split across the workers and the calling thread; returns when
-  // all calls are done. Not reentrant.
+  // all calls are done. Concurrent callers are serialised; fn must not call parallel_for.
   void parallel_for(int n, const std::function<void(int)>& fn);
 
   // The process-wide pool, sized to the hardware threads (TQ_THREADS overrides).
@@ -28,6 +28,7 @@ class ThreadPool {
   void run_share(int worker);
 
   std::vector<std::thread> workers_;
+  std::mutex call_mu_;  // one parallel_for at a time
   std::mutex mu_;
   std::condition_variable cv_start_, cv_done_;
   const std::function<void(int)>* job_ = nullptr;

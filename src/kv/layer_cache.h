@@ -1,0 +1,41 @@
+// LayerCache: one attention layer's KV cache. Kinds: dense (every token), rotating (the last
+// `window` tokens of a sliding-window layer). Compressed (TurboQuant) layers join later.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "backend/backend.h"
+
+namespace tq {
+
+enum class CacheKind : uint8_t { Dense, Rotating, Compressed };
+const char* cache_kind_name(CacheKind k);
+
+struct LayerShape {
+  int64_t n_head = 0;     // query heads
+  int64_t n_head_kv = 0;  // key/value heads
+  int64_t head_dim = 0;
+};
+
+class LayerCache {
+ public:
+  virtual ~LayerCache() = default;
+  virtual CacheKind kind() const = 0;
+  // Tokens written so far (positions 0 .. n_tokens()-1 were appended).
+  virtual int64_t n_tokens() const = 0;
+  // Bytes this layer's cache holds now (allocated capacity).
+  virtual size_t bytes() const = 0;
+  // Bytes per cached token for this layer's format (K and V).
+  virtual size_t bytes_per_token() const = 0;
+  // Appends T new tokens (k, v: [T, n_head_kv, head_dim], positions n_tokens() ..) and writes the
+  // attention of q [T, n_head, head_dim] over everything visible into out [T, n_head, head_dim].
+  virtual void append_and_attend(Backend& be, const float* q, const float* k, const float* v,
+                                 int64_t T, float scale, float* out) = 0;
+  // Forgets everything (the layer keeps its memory for reuse).
+  virtual void clear() = 0;
+};
+
+std::unique_ptr<LayerCache> make_dense_cache(Backend& be, const LayerShape& s);
+std::unique_ptr<LayerCache> make_rotating_cache(Backend& be, const LayerShape& s, int64_t window);
+
+}  // namespace tq

@@ -1,0 +1,187 @@
+// DecoderLm: the Qwen3 / Llama decoder-only transformer (pre-norm, GQA attention with optional
+// per-head q/k RMSNorm, RoPE, SwiGLU MLP, tied or untied LM head), written against Backend.
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "model/model.h"
+#include "model/rope.h"
+
+namespace tq {
+namespace {
+
+struct LayerWeights {
+  Weight input_norm, post_norm;          // [1, hidden]
+  Weight q, k, v, o;                     // [q_dim, hidden], [kv_dim, hidden] x2, [hidden, q_dim]
+  Weight q_bias, k_bias, v_bias;         // optional, [1, *_dim]
+  Weight q_norm, k_norm;                 // [1, head_dim] (Qwen3)
+  Weight gate, up, down;                 // [inter, hidden] x2, [hidden, inter]
+};
+
+class DecoderLm final : public Model {
+ public:
+  DecoderLm(const ModelConfig& cfg, Backend& be) {
+    config_ = cfg;
+    backend_ = &be;
+    inv_freq_ = rope_inv_freq(cfg.rope, cfg.head_dim);
+  }
+
+  void load(const TensorStore& store, const std::function<void(int64_t, int64_t)>& progress) {
+    const ModelConfig& c = config_;
+    int64_t total = c.n_layer + 2, done = 0;
+    auto get = [&](const std::string& name, int64_t rows, int64_t cols) {
+      TensorView t = store.get(name);
+      return with_context(store.file_of(name).string() + ": tensor '" + name + "'", [&] {
+        const auto& shape = t.info->shape;
+        bool vec = rows == 1;
+        bool ok = vec ? (shape.size() == 1 && shape[0] == cols)
+                      : (shape.size() == 2 && shape[0] == rows && shape[1] == cols);
+        if (!ok)
+          fail("shape [{}] does not match the config's [{}]", fmt::join(shape, ", "),
+               vec ? std::to_string(cols) : fmt::format("{}, {}", rows, cols));
+        DType dt = t.info->dtype;
+        if (dt != DType::BF16 && dt != DType::F16 && dt != DType::F32)
+          fail("dtype {} is not supported (BF16, F16, F32)", dtype_name(dt));
+        Weight w = backend_->load_weight(dt, t.data, rows, cols);
+        weight_bytes_ += w.buf.bytes();
+        return w;
+      });
+    };
+    const int64_t H = c.hidden_size, I = c.intermediate_size;
+    embed_ = get("model.embed_tokens.weight", c.vocab_size, H);
+    if (progress) progress(++done, total);
+    layers_.resize(size_t(c.n_layer));
+    for (int64_t i = 0; i < c.n_layer; ++i) {
+      std::string p = "model.layers." + std::to_string(i) + ".";
+      LayerWeights& L = layers_[size_t(i)];
+      L.input_norm = get(p + "input_layernorm.weight", 1, H);
+      L.post_norm = get(p + "post_attention_layernorm.weight", 1, H);
+      L.q = get(p + "self_attn.q_proj.weight", c.q_dim(), H);
+      L.k = get(p + "self_attn.k_proj.weight", c.kv_dim(), H);
+      L.v = get(p + "self_attn.v_proj.weight", c.kv_dim(), H);
+      L.o = get(p + "self_attn.o_proj.weight", H, c.q_dim());
+      if (c.attention_bias) {
+        L.q_bias = get(p + "self_attn.q_proj.bias", 1, c.q_dim());
+        L.k_bias = get(p + "self_attn.k_proj.bias", 1, c.kv_dim());
+        L.v_bias = get(p + "self_attn.v_proj.bias", 1, c.kv_dim());
+      }
+      if (c.qk_norm) {
+        L.q_norm = get(p + "self_attn.q_norm.weight", 1, c.head_dim);
+        L.k_norm = get(p + "self_attn.k_norm.weight", 1, c.head_dim);
+      }
+      L.gate = get(p + "mlp.gate_proj.weight", I, H);
+      L.up = get(p + "mlp.up_proj.weight", I, H);
+      L.down = get(p + "mlp.down_proj.weight", H, I);
+      if (progress) progress(++done, total);
+    }
+    norm_ = get("model.norm.weight", 1, H);
+    if (!c.tie_word_embeddings) lm_head_ = get("lm_head.weight", c.vocab_size, H);
+    if (progress) progress(++done, total);
+  }
+
+  void forward(std::span<const int32_t> ids, KvCache& cache, LogitsMode mode,
+               float* logits) override {
+    const ModelConfig& c = config_;
+    Backend& be = *backend_;
+    const int64_t T = int64_t(ids.size());
+    if (T == 0) fail("forward: no tokens");
+    for (int32_t id : ids)
+      if (id < 0 || id >= c.vocab_size) fail("token id {} is outside [0, {})", id, c.vocab_size);
+    if (int64_t(cache.layers.size()) != c.n_layer) fail("forward: cache has the wrong layer count");
+    ensure_workspace(T);
+    const int64_t H = c.hidden_size, I = c.intermediate_size;
+    const float scale = 1.0f / std::sqrt(float(c.head_dim));
+    const int64_t pos0 = cache.n_tokens();
+    float* x = ws_x_.f32();
+    float* h = ws_h_.f32();
+    be.embedding(ids, embed_, x);
+    for (int64_t li = 0; li < c.n_layer; ++li) {
+      const LayerWeights& L = layers_[size_t(li)];
+      be.rms_norm(x, T, L.input_norm, float(c.rms_norm_eps), h);
+      be.linear(h, T, L.q, ws_q_.f32(), c.attention_bias ? &L.q_bias : nullptr);
+      be.linear(h, T, L.k, ws_k_.f32(), c.attention_bias ? &L.k_bias : nullptr);
+      be.linear(h, T, L.v, ws_v_.f32(), c.attention_bias ? &L.v_bias : nullptr);
+      if (c.qk_norm) {
+        be.rms_norm(ws_q_.f32(), T * c.n_head, L.q_norm, float(c.rms_norm_eps), ws_q_.f32());
+        be.rms_norm(ws_k_.f32(), T * c.n_head_kv, L.k_norm, float(c.rms_norm_eps), ws_k_.f32());
+      }
+      be.rope(ws_q_.f32(), T, c.n_head, c.head_dim, pos0, inv_freq_);
+      be.rope(ws_k_.f32(), T, c.n_head_kv, c.head_dim, pos0, inv_freq_);
+      cache.layers[size_t(li)]->append_and_attend(be, ws_q_.f32(), ws_k_.f32(), ws_v_.f32(), T,
+                                                  scale, ws_attn_.f32());
+      be.linear(ws_attn_.f32(), T, L.o, h);
+      be.add(x, h, T * H);
+      be.rms_norm(x, T, L.post_norm, float(c.rms_norm_eps), h);
+      be.linear(h, T, L.gate, ws_gate_.f32());
+      be.linear(h, T, L.up, ws_up_.f32());
+      be.swiglu(ws_gate_.f32(), ws_up_.f32(), ws_gate_.f32(), T * I);
+      be.linear(ws_gate_.f32(), T, L.down, h);
+      be.add(x, h, T * H);
+    }
+    const Weight& head = c.tie_word_embeddings ? embed_ : lm_head_;
+    if (mode == LogitsMode::Last) {
+      be.rms_norm(x + (T - 1) * H, 1, norm_, float(c.rms_norm_eps), h);
+      be.linear(h, 1, head, ws_logits_.f32());
+      be.download(logits, ws_logits_.f32(), size_t(c.vocab_size) * sizeof(float));
+    } else {
+      be.rms_norm(x, T, norm_, float(c.rms_norm_eps), h);
+      // The LM head in row chunks bounds the logits workspace.
+      for (int64_t t0 = 0; t0 < T; t0 += kLogitRows) {
+        int64_t n = std::min(kLogitRows, T - t0);
+        be.linear(h + t0 * H, n, head, ws_logits_.f32());
+        be.download(logits + t0 * c.vocab_size, ws_logits_.f32(),
+                    size_t(n * c.vocab_size) * sizeof(float));
+      }
+    }
+  }
+
+ private:
+  static constexpr int64_t kLogitRows = 256;
+
+  void ensure_workspace(int64_t T) {
+    if (T <= ws_tokens_) return;
+    const ModelConfig& c = config_;
+    Backend* be = backend_;
+    auto buf = [&](int64_t per_token) { return DeviceBuffer(be, size_t(T * per_token) * 4); };
+    ws_x_ = buf(c.hidden_size);
+    ws_h_ = buf(c.hidden_size);
+    ws_q_ = buf(c.q_dim());
+    ws_k_ = buf(c.kv_dim());
+    ws_v_ = buf(c.kv_dim());
+    ws_attn_ = buf(c.q_dim());
+    ws_gate_ = buf(c.intermediate_size);
+    ws_up_ = buf(c.intermediate_size);
+    ws_logits_ = DeviceBuffer(be, size_t(kLogitRows * c.vocab_size) * 4);
+    ws_tokens_ = T;
+  }
+
+  std::vector<float> inv_freq_;
+  Weight embed_, norm_, lm_head_;
+  std::vector<LayerWeights> layers_;
+  int64_t ws_tokens_ = 0;
+  DeviceBuffer ws_x_, ws_h_, ws_q_, ws_k_, ws_v_, ws_attn_, ws_gate_, ws_up_, ws_logits_;
+};
+
+}  // namespace
+
+KvCache Model::new_cache() const {
+  KvCache cache;
+  LayerShape s{config_.n_head, config_.n_head_kv, config_.head_dim};
+  for (LayerKind k : config_.layer_types)
+    cache.layers.push_back(k == LayerKind::SlidingAttention
+                               ? make_rotating_cache(*backend_, s, config_.sliding_window)
+                               : make_dense_cache(*backend_, s));
+  return cache;
+}
+
+std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, Backend& backend,
+                                   const std::function<void(int64_t, int64_t)>& on_progress) {
+  ModelConfig cfg = ModelConfig::from_model_dir(dir);
+  TensorStore store(dir);
+  auto m = std::make_unique<DecoderLm>(cfg, backend);
+  m->load(store, on_progress);
+  return m;
+}
+
+}  // namespace tq

@@ -1,0 +1,45 @@
+// Model: a loaded causal LM (weights on a backend) and its forward pass over a KvCache.
+#pragma once
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "backend/backend.h"
+#include "kv/kv_cache.h"
+#include "model/model_config.h"
+
+namespace tq {
+
+enum class LogitsMode { Last, All };
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  const ModelConfig& config() const { return config_; }
+  Backend& backend() const { return *backend_; }
+  // Bytes of weights held on the backend.
+  size_t weight_bytes() const { return weight_bytes_; }
+
+  // A fresh cache: dense layers for full attention, rotating ones for sliding windows.
+  KvCache new_cache() const;
+
+  // Runs ids at positions cache.n_tokens() .. + ids.size() - 1, appending to the cache, and
+  // writes logits to `logits` (host memory, [1 or ids.size(), vocab]). Not reentrant.
+  // Token ids must be in [0, vocab) (checked: throws Error).
+  virtual void forward(std::span<const int32_t> ids, KvCache& cache, LogitsMode mode,
+                       float* logits) = 0;
+
+  // Loads config.json and the safetensors weights of a model directory onto the backend.
+  // on_progress(done, total) is called as tensors load.
+  static std::unique_ptr<Model> load(const std::filesystem::path& dir, Backend& backend,
+                                     const std::function<void(int64_t, int64_t)>& on_progress = {});
+
+ protected:
+  ModelConfig config_;
+  Backend* backend_ = nullptr;
+  size_t weight_bytes_ = 0;
+};
+
+}  // namespace tq
