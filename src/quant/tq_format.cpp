@@ -162,4 +162,34 @@ std::string TqFormat::describe() const {
                      norm.corrected ? " corrected" : "");
 }
 
+void TqFormat::check_matches(const TqFormat& expected) const {
+  std::string diff;
+  auto note = [&](bool same, const char* field, const std::string& got, const std::string& want) {
+    if (!same)
+      diff += fmt::format("{}{} {} (expected {})", diff.empty() ? "" : ", ", field, got, want);
+  };
+  note(version == expected.version, "version", fmt::format("{}", version),
+       fmt::format("{}", expected.version));
+  note(head_dim == expected.head_dim, "head_dim", fmt::format("{}", head_dim),
+       fmt::format("{}", expected.head_dim));
+  note(key_width == expected.key_width, "key bits", key_width.name(), expected.key_width.name());
+  note(value_width == expected.value_width, "value bits", value_width.name(),
+       expected.value_width.name());
+  note(key_rotation == expected.key_rotation, "key rotation", rotation_name(key_rotation),
+       rotation_name(expected.key_rotation));
+  note(value_rotation == expected.value_rotation, "value rotation", rotation_name(value_rotation),
+       rotation_name(expected.value_rotation));
+  note(key_seed == expected.key_seed, "key seed", fmt::format("{:#x}", key_seed),
+       fmt::format("{:#x}", expected.key_seed));
+  note(value_seed == expected.value_seed, "value seed", fmt::format("{:#x}", value_seed),
+       fmt::format("{:#x}", expected.value_seed));
+  note(norm == expected.norm, "norm mode",
+       fmt::format("{}{}", norm.fp32 ? "f32" : "f16", norm.corrected ? "+corrected" : ""),
+       fmt::format("{}{}", expected.norm.fp32 ? "f32" : "f16",
+                   expected.norm.corrected ? "+corrected" : ""));
+  note(per_layer_seeds == expected.per_layer_seeds, "per-layer seeds",
+       per_layer_seeds ? "on" : "off", expected.per_layer_seeds ? "on" : "off");
+  if (!diff.empty()) fail("TurboQuant format mismatch: {}", diff);
+}
+
 }  // namespace tq::quant

@@ -88,6 +88,9 @@ struct TqFormat {
   // FNV-1a 64 of the serialized bytes: stable across builds, usable in prefix-cache keys.
   uint64_t fingerprint() const;
   std::string describe() const;  // "tq1 d=128 K4/V4 hadamard ..."
+  // Throws tq::Error listing every field in which this (e.g. a descriptor read from a stored
+  // cache) differs from `expected` (the format the reader runs); a mismatch must never decode.
+  void check_matches(const TqFormat& expected) const;
 
   bool operator==(const TqFormat&) const = default;
 };

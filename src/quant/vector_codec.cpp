@@ -15,10 +15,17 @@ namespace tq::quant {
 
 namespace {
 constexpr int kMaxDim = 1024;  // check_head_dim's bound; sizes the stack scratch below
+
+// Validates before any member is built, so errors name the config rather than a codebook.
+const CodecConfig& validated(const CodecConfig& c) {
+  QuantWidth::half(c.width.half_bits);
+  check_head_dim(c.head_dim, c.rotation);
+  return c;
 }
+}  // namespace
 
 VectorCodec::VectorCodec(const CodecConfig& config)
-    : config_(config),
+    : config_(validated(config)),
       rotation_(config.rotation, config.head_dim, config.seed),
       high_cb_(&codebook(config.head_dim, config.width.high_bits())),
       low_cb_(&codebook(config.head_dim, config.width.low_bits())),
