@@ -6,7 +6,7 @@ pkgs=(build-essential cmake ninja-build pkg-config git
       nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
       libgtest-dev libgmock-dev libbenchmark-dev
       libpcre2-dev libutf8proc-dev libopenblas-dev
-      clang libclang-rt-dev curl python3)
+      libcpp-httplib-dev clang libclang-rt-dev curl python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -80,39 +80,51 @@ class DecoderLm final : public Model {
     if (progress) progress(++done, total);
   }
 
-  void forward(std::span<const int32_t> ids, KvCache& cache, LogitsMode mode,
-               float* logits) override {
+  void forward_batch(std::span<const SeqStep> steps) override {
     const ModelConfig& c = config_;
     Backend& be = *backend_;
-    const int64_t T = int64_t(ids.size());
+    ids_.clear();
+    for (const SeqStep& st : steps) {
+      if (st.ids.empty()) fail("forward: a sequence with no tokens");
+      if (!st.cache || int64_t(st.cache->layers.size()) != c.n_layer)
+        fail("forward: cache has the wrong layer count");
+      for (int32_t id : st.ids)
+        if (id < 0 || id >= c.vocab_size) fail("token id {} is outside [0, {})", id, c.vocab_size);
+      ids_.insert(ids_.end(), st.ids.begin(), st.ids.end());
+    }
+    const int64_t T = int64_t(ids_.size());
     if (T == 0) fail("forward: no tokens");
-    for (int32_t id : ids)
-      if (id < 0 || id >= c.vocab_size) fail("token id {} is outside [0, {})", id, c.vocab_size);
-    if (int64_t(cache.layers.size()) != c.n_layer) fail("forward: cache has the wrong layer count");
     ensure_workspace(T);
     const int64_t H = c.hidden_size, I = c.intermediate_size;
+    const float eps = float(c.rms_norm_eps);
     const float scale = 1.0f / std::sqrt(float(c.head_dim));
-    const int64_t pos0 = cache.n_tokens();
     float* x = ws_x_.f32();
     float* h = ws_h_.f32();
-    be.embedding(ids, embed_, x);
+    float *q = ws_q_.f32(), *k = ws_k_.f32(), *v = ws_v_.f32(), *attn = ws_attn_.f32();
+    be.embedding(ids_, embed_, x);
     for (int64_t li = 0; li < c.n_layer; ++li) {
       const LayerWeights& L = layers_[size_t(li)];
-      be.rms_norm(x, T, L.input_norm, float(c.rms_norm_eps), h);
-      be.linear(h, T, L.q, ws_q_.f32(), c.attention_bias ? &L.q_bias : nullptr);
-      be.linear(h, T, L.k, ws_k_.f32(), c.attention_bias ? &L.k_bias : nullptr);
-      be.linear(h, T, L.v, ws_v_.f32(), c.attention_bias ? &L.v_bias : nullptr);
+      be.rms_norm(x, T, L.input_norm, eps, h);
+      be.linear(h, T, L.q, q, c.attention_bias ? &L.q_bias : nullptr);
+      be.linear(h, T, L.k, k, c.attention_bias ? &L.k_bias : nullptr);
+      be.linear(h, T, L.v, v, c.attention_bias ? &L.v_bias : nullptr);
       if (c.qk_norm) {
-        be.rms_norm(ws_q_.f32(), T * c.n_head, L.q_norm, float(c.rms_norm_eps), ws_q_.f32());
-        be.rms_norm(ws_k_.f32(), T * c.n_head_kv, L.k_norm, float(c.rms_norm_eps), ws_k_.f32());
+        be.rms_norm(q, T * c.n_head, L.q_norm, eps, q);
+        be.rms_norm(k, T * c.n_head_kv, L.k_norm, eps, k);
       }
-      be.rope(ws_q_.f32(), T, c.n_head, c.head_dim, pos0, inv_freq_);
-      be.rope(ws_k_.f32(), T, c.n_head_kv, c.head_dim, pos0, inv_freq_);
-      cache.layers[size_t(li)]->append_and_attend(be, ws_q_.f32(), ws_k_.f32(), ws_v_.f32(), T,
-                                                  scale, ws_attn_.f32());
-      be.linear(ws_attn_.f32(), T, L.o, h);
+      int64_t row = 0;
+      for (const SeqStep& st : steps) {
+        const int64_t n = int64_t(st.ids.size()), pos0 = st.cache->n_tokens();
+        float *qs = q + row * c.q_dim(), *ks = k + row * c.kv_dim(), *vs = v + row * c.kv_dim();
+        be.rope(qs, n, c.n_head, c.head_dim, pos0, inv_freq_);
+        be.rope(ks, n, c.n_head_kv, c.head_dim, pos0, inv_freq_);
+        st.cache->layers[size_t(li)]->append_and_attend(be, qs, ks, vs, n, scale,
+                                                        attn + row * c.q_dim());
+        row += n;
+      }
+      be.linear(attn, T, L.o, h);
       be.add(x, h, T * H);
-      be.rms_norm(x, T, L.post_norm, float(c.rms_norm_eps), h);
+      be.rms_norm(x, T, L.post_norm, eps, h);
       be.linear(h, T, L.gate, ws_gate_.f32());
       be.linear(h, T, L.up, ws_up_.f32());
       be.swiglu(ws_gate_.f32(), ws_up_.f32(), ws_gate_.f32(), T * I);
@@ -120,19 +132,20 @@ class DecoderLm final : public Model {
       be.add(x, h, T * H);
     }
     const Weight& head = c.tie_word_embeddings ? embed_ : lm_head_;
-    if (mode == LogitsMode::Last) {
-      be.rms_norm(x + (T - 1) * H, 1, norm_, float(c.rms_norm_eps), h);
-      be.linear(h, 1, head, ws_logits_.f32());
-      be.download(logits, ws_logits_.f32(), size_t(c.vocab_size) * sizeof(float));
-    } else {
-      be.rms_norm(x, T, norm_, float(c.rms_norm_eps), h);
-      // The LM head in row chunks bounds the logits workspace.
-      for (int64_t t0 = 0; t0 < T; t0 += kLogitRows) {
-        int64_t n = std::min(kLogitRows, T - t0);
-        be.linear(h + t0 * H, n, head, ws_logits_.f32());
-        be.download(logits + t0 * c.vocab_size, ws_logits_.f32(),
-                    size_t(n * c.vocab_size) * sizeof(float));
+    int64_t row = 0;
+    for (const SeqStep& st : steps) {
+      const int64_t n = int64_t(st.ids.size());
+      // Only the rows whose logits are wanted go through the final norm and the LM head, in
+      // chunks that bound the logits workspace.
+      const int64_t first = st.mode == LogitsMode::Last ? row + n - 1 : row;
+      for (int64_t t0 = first; t0 < row + n; t0 += kLogitRows) {
+        int64_t m = std::min(kLogitRows, row + n - t0);
+        be.rms_norm(x + t0 * H, m, norm_, eps, h);
+        be.linear(h, m, head, ws_logits_.f32());
+        be.download(st.logits + (t0 - first) * c.vocab_size, ws_logits_.f32(),
+                    size_t(m * c.vocab_size) * sizeof(float));
       }
+      row += n;
     }
   }
 
@@ -157,6 +170,7 @@ class DecoderLm final : public Model {
   }
 
   std::vector<float> inv_freq_;
+  std::vector<int32_t> ids_;  // the step's tokens, all sequences concatenated
   Weight embed_, norm_, lm_head_;
   std::vector<LayerWeights> layers_;
   int64_t ws_tokens_ = 0;

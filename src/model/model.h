@@ -25,11 +25,23 @@ class Model {
   // A fresh cache: dense layers for full attention, rotating ones for sliding windows.
   KvCache new_cache() const;
 
-  // Runs ids at positions cache.n_tokens() .. + ids.size() - 1, appending to the cache, and
-  // writes logits to `logits` (host memory, [1 or ids.size(), vocab]). Not reentrant.
-  // Token ids must be in [0, vocab) (checked: throws Error).
-  virtual void forward(std::span<const int32_t> ids, KvCache& cache, LogitsMode mode,
-                       float* logits) = 0;
+  // One sequence's part of a batched step: ids run at positions cache->n_tokens() ..,
+  // appended to its cache; logits (host memory, [1 or ids.size(), vocab]) written per mode.
+  struct SeqStep {
+    std::span<const int32_t> ids;
+    KvCache* cache = nullptr;
+    LogitsMode mode = LogitsMode::Last;
+    float* logits = nullptr;
+  };
+  // Runs several sequences in one step: their tokens share every linear layer; attention runs
+  // per sequence on its own cache. Token ids must be in [0, vocab) (checked before any work:
+  // throws Error). Not reentrant.
+  virtual void forward_batch(std::span<const SeqStep> steps) = 0;
+
+  void forward(std::span<const int32_t> ids, KvCache& cache, LogitsMode mode, float* logits) {
+    SeqStep s{ids, &cache, mode, logits};
+    forward_batch(std::span<const SeqStep>(&s, 1));
+  }
 
   // Loads config.json and the safetensors weights of a model directory onto the backend.
   // on_progress(done, total) is called as tensors load.

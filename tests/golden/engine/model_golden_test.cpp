@@ -178,3 +178,37 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ModelGolden,
 
 }  // namespace
 }  // namespace tq::test
+
+namespace tq::test {
+namespace {
+
+// Sequences sharing a step (continuous batching) get the logits they get alone.
+TEST(BatchedForward, EqualsSeparateForwards) {
+  auto be = make_cpu_backend();
+  auto model = Model::load(repo_path("models/micro-qwen3"), *be);
+  ReferenceCases ref(repo_path("models/micro-qwen3/reference"));
+  auto a = ref.ints("logits_2.ids");  // 300 tokens
+  auto b = ref.ints("logits_1.ids");  // 64 tokens
+  const int64_t V = model->config().vocab_size;
+  // Alone: a's first 200 tokens then 1 decode token; b's 64 tokens at once.
+  KvCache ca = model->new_cache(), cb = model->new_cache();
+  std::vector<float> la(static_cast<size_t>(V)), lb(static_cast<size_t>(64 * V));
+  model->forward(std::span(a).first(200), ca, LogitsMode::Last, la.data());
+  model->forward(std::span(a).subspan(200, 1), ca, LogitsMode::Last, la.data());
+  model->forward(b, cb, LogitsMode::All, lb.data());
+  // Together: a's prefix alone first, then a's decode token and b's prefill in one step.
+  KvCache ca2 = model->new_cache(), cb2 = model->new_cache();
+  std::vector<float> la2(static_cast<size_t>(V)), lb2(static_cast<size_t>(64 * V), std::nanf(""));
+  model->forward(std::span(a).first(200), ca2, LogitsMode::Last, la2.data());
+  std::vector<Model::SeqStep> steps = {
+      {std::span(a).subspan(200, 1), &ca2, LogitsMode::Last, la2.data()},
+      {b, &cb2, LogitsMode::All, lb2.data()}};
+  model->forward_batch(steps);
+  for (int64_t i = 0; i < V; ++i) ASSERT_NEAR(la[size_t(i)], la2[size_t(i)], 1e-4) << i;
+  for (size_t i = 0; i < lb.size(); ++i) ASSERT_NEAR(lb[i], lb2[i], 1e-4) << i;
+  EXPECT_EQ(ca2.n_tokens(), 201);
+  EXPECT_EQ(cb2.n_tokens(), 64);
+}
+
+}  // namespace
+}  // namespace tq::test
