@@ -13,5 +13,6 @@ void add_score_command(CLI::App& app);
 void add_tokenize_commands(CLI::App& app);  // tokenize and detokenize
 void add_inspect_command(CLI::App& app);
 void add_template_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 
 }  // namespace tq::app

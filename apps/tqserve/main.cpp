@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   tq::app::add_tokenize_commands(app);
   tq::app::add_inspect_command(app);
   tq::app::add_template_command(app);
+  tq::app::add_serve_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
