@@ -22,9 +22,10 @@ std::string show(const std::vector<int32_t>& ids) {
   return s + "]";
 }
 
-TEST(TokenizerGolden, MicroQwen3Reference) {
-  const auto tok = tq::Tokenizer::from_file(tq::test::repo_path("models/micro-qwen3/tokenizer.json"));
-  const json ref = tq::read_json_file(tq::test::repo_path("models/micro-qwen3/reference/reference.json"));
+// reference.json "tokenizer": [{text, ids}] encoded without special tokens by `tokenizers`.
+void check_reference(const std::filesystem::path& model_dir, const std::string& label) {
+  const auto tok = tq::Tokenizer::from_file(model_dir / "tokenizer.json");
+  const json ref = tq::read_json_file(model_dir / "reference" / "reference.json");
   const json& cases = ref.at("tokenizer");
   ASSERT_FALSE(cases.empty());
   int passed = 0;
@@ -32,12 +33,26 @@ TEST(TokenizerGolden, MicroQwen3Reference) {
     const std::string text = c.at("text").get<std::string>();
     const auto want = c.at("ids").get<std::vector<int32_t>>();
     const auto got = tok.encode(text, false);
-    EXPECT_EQ(got, want) << "text: " << json(text).dump();
+    EXPECT_EQ(show(got), show(want)) << "text: " << json(text).dump();
     const std::string back = tok.decode(want);
     EXPECT_EQ(back, text) << "ids: " << show(want);
     passed += (got == want && back == text);
   }
-  std::cout << "micro-qwen3: " << passed << "/" << cases.size() << " cases pass\n";
+  std::cout << label << ": " << passed << "/" << cases.size() << " cases pass\n";
+}
+
+TEST(TokenizerGolden, MicroQwen3Reference) {
+  check_reference(tq::test::repo_path("models/micro-qwen3"), "micro-qwen3");
+}
+
+TEST(TokenizerGolden, SharedTinyQwen3Reference) {
+  TQ_REQUIRE_SHARED(dir, "models/tiny-qwen3");
+  check_reference(dir, "tiny-qwen3");
+}
+
+TEST(TokenizerGolden, SharedTinyQwen35Reference) {
+  TQ_REQUIRE_SHARED(dir, "models/tiny-qwen35");
+  check_reference(dir, "tiny-qwen35");
 }
 
 // One test per shared tokenizer, so a failure names the tokenizer.
