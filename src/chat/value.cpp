@@ -235,9 +235,8 @@ void check_undefined(const Value& a, const Value& b) {
   if (b.is_undefined()) b.fail_undefined();
 }
 
-int64_t checked(bool overflow, int64_t r) {
+void check_overflow(bool overflow) {
   if (overflow) raise("OverflowError", "integer result does not fit in 64 bits");
-  return r;
 }
 
 Value repeat(const Value& seq, int64_t n) {
@@ -263,7 +262,8 @@ Value op_add(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return Value(a.as_float() + b.as_float());
     int64_t r;
-    return Value(checked(__builtin_add_overflow(a.as_int(), b.as_int(), &r), r));
+    check_overflow(__builtin_add_overflow(a.as_int(), b.as_int(), &r));
+    return Value(r);
   }
   if (a.is_string()) {
     if (!b.is_string()) raise("TypeError", "can only concatenate str (not \"" + type_name(b) + "\") to str");
@@ -286,7 +286,8 @@ Value op_sub(const Value& a, const Value& b) {
   if (!a.is_number() || !b.is_number()) unsupported("-", a, b);
   if (a.is_float() || b.is_float()) return Value(a.as_float() - b.as_float());
   int64_t r;
-  return Value(checked(__builtin_sub_overflow(a.as_int(), b.as_int(), &r), r));
+  check_overflow(__builtin_sub_overflow(a.as_int(), b.as_int(), &r));
+  return Value(r);
 }
 
 Value op_mul(const Value& a, const Value& b) {
@@ -294,7 +295,8 @@ Value op_mul(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return Value(a.as_float() * b.as_float());
     int64_t r;
-    return Value(checked(__builtin_mul_overflow(a.as_int(), b.as_int(), &r), r));
+    check_overflow(__builtin_mul_overflow(a.as_int(), b.as_int(), &r));
+    return Value(r);
   }
   const bool a_seq = a.is_string() || a.is_list(), b_seq = b.is_string() || b.is_list();
   if (a_seq && (b.is_int() || b.is_bool())) return repeat(a, b.as_int());
@@ -354,9 +356,9 @@ Value op_pow(const Value& a, const Value& b) {
   }
   int64_t base = a.as_int(), exp = b.as_int(), r = 1;
   while (exp > 0) {
-    if (exp & 1) r = checked(__builtin_mul_overflow(r, base, &r), r);
+    if (exp & 1) check_overflow(__builtin_mul_overflow(r, base, &r));
     exp >>= 1;
-    if (exp > 0) base = checked(__builtin_mul_overflow(base, base, &base), base);
+    if (exp > 0) check_overflow(__builtin_mul_overflow(base, base, &base));
   }
   return Value(r);
 }
@@ -364,7 +366,10 @@ Value op_pow(const Value& a, const Value& b) {
 Value op_neg(const Value& a) {
   if (a.is_undefined()) a.fail_undefined();
   if (a.is_float()) return Value(-a.as_float());
-  if (a.is_number()) return Value(checked(a.as_int() == std::numeric_limits<int64_t>::min(), -a.as_int()));
+  if (a.is_number()) {
+    check_overflow(a.as_int() == std::numeric_limits<int64_t>::min());
+    return Value(-a.as_int());
+  }
   raise("TypeError", "bad operand type for unary -: '" + type_name(a) + "'");
 }
 
