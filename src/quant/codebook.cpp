@@ -129,7 +129,35 @@ Codebook compute_codebook(int head_dim, int bits) {
     std::copy(m, m + 3, m_prev);
   }
   cb.mse = mse;
+  // 16 cells per level keeps almost every cell to at most one boundary.
+  const int n_cell = 16 * levels;
+  const double lo = cb.boundaries.front(), hi = cb.boundaries.back();
+  const double step = levels > 2 ? (hi - lo) / n_cell : 1.0;
+  cb.grid_lo = float(lo);
+  cb.grid_inv_step = float(1.0 / step);
+  cb.grid_start.resize(n_cell);
+  for (int c = 0, k = 0; c < n_cell; ++c) {
+    const double edge = lo + c * step;
+    while (k < levels - 1 && double(cb.boundaries[k]) < edge) ++k;
+    cb.grid_start[c] = uint8_t(k);
+  }
   return cb;
+}
+
+void Codebook::quantize_n(const float* y, int n, uint8_t* idx) const {
+  const float* b = boundaries.data();
+  const int last = levels() - 1, n_cell = int(grid_start.size());
+  for (int i = 0; i < n; ++i) {
+    const float v = y[i];
+    const float f = (v - grid_lo) * grid_inv_step;
+    // NaN fails f > 0 and lands in cell 0, then walks down to index 0 like quantize().
+    const int c = f > 0.0f ? (f < float(n_cell - 1) ? int(f) : n_cell - 1) : 0;
+    int k = grid_start[c];
+    // The grid only guesses; these two walks make the answer exact whatever float rounding did.
+    while (k < last && v > b[k]) ++k;
+    while (k > 0 && !(v > b[k - 1])) --k;
+    idx[i] = uint8_t(k);
+  }
 }
 
 const Codebook& codebook(int head_dim, int bits) {

@@ -26,6 +26,13 @@ struct Codebook {
       idx += (y > b[idx + step - 1]) ? step : 0;
     return idx;
   }
+  // Same result as quantize() for n values, faster for wide codebooks: a uniform grid over
+  // [boundaries.front(), boundaries.back()] gives a starting index, then a step or two fixes it.
+  void quantize_n(const float* y, int n, uint8_t* idx) const;
+
+  // Grid for quantize_n: grid_start[c] = boundaries strictly below the left edge of cell c.
+  float grid_lo = 0.0f, grid_inv_step = 0.0f;
+  std::vector<uint8_t> grid_start;
 };
 
 // The cached codebook for (head_dim, bits); thread-safe, computed once, never freed (the

@@ -45,6 +45,49 @@ inline void axpy(float w, const float* x, float* y, int d) {
   for (int i = 0; i < d; i += 4) store4(y + i, load4(y + i) + w * load4(x + i));
 }
 
+// acc[0..d) += sum_j w[j] * rows[j][0..d) over nt rows of stride d. The accumulators of a
+// 32-float (then a 16-float) column block stay in registers across the tile, so acc is loaded
+// and stored once per tile instead of once per token (the store traffic dominated otherwise).
+inline void accumulate_rows(const float* w, const float* rows, int nt, int d, float* acc) {
+  int c = 0;
+  for (; c + 32 <= d; c += 32) {
+    v4 a0 = load4(acc + c), a1 = load4(acc + c + 4), a2 = load4(acc + c + 8),
+       a3 = load4(acc + c + 12), a4 = load4(acc + c + 16), a5 = load4(acc + c + 20),
+       a6 = load4(acc + c + 24), a7 = load4(acc + c + 28);
+    for (int j = 0; j < nt; ++j) {
+      const float wj = w[j];
+      if (wj == 0.0f) continue;
+      const float* r = rows + size_t(j) * d + c;
+      a0 += wj * load4(r);
+      a1 += wj * load4(r + 4);
+      a2 += wj * load4(r + 8);
+      a3 += wj * load4(r + 12);
+      a4 += wj * load4(r + 16);
+      a5 += wj * load4(r + 20);
+      a6 += wj * load4(r + 24);
+      a7 += wj * load4(r + 28);
+    }
+    store4(acc + c, a0), store4(acc + c + 4, a1), store4(acc + c + 8, a2);
+    store4(acc + c + 12, a3), store4(acc + c + 16, a4), store4(acc + c + 20, a5);
+    store4(acc + c + 24, a6), store4(acc + c + 28, a7);
+  }
+  if (c < d) {  // head_dim is a multiple of 16: at most one 16-float block remains
+    v4 a0 = load4(acc + c), a1 = load4(acc + c + 4), a2 = load4(acc + c + 8),
+       a3 = load4(acc + c + 12);
+    for (int j = 0; j < nt; ++j) {
+      const float wj = w[j];
+      if (wj == 0.0f) continue;
+      const float* r = rows + size_t(j) * d + c;
+      a0 += wj * load4(r);
+      a1 += wj * load4(r + 4);
+      a2 += wj * load4(r + 8);
+      a3 += wj * load4(r + 12);
+    }
+    store4(acc + c, a0), store4(acc + c + 4, a1), store4(acc + c + 8, a2);
+    store4(acc + c + 12, a3);
+  }
+}
+
 inline void scal(float c, float* y, int d) {
   for (int i = 0; i < d; i += 4) store4(y + i, c * load4(y + i));
 }
@@ -75,9 +118,13 @@ void CompressedAttention::run_item(const Item& it, const float* q_rot, const int
   const int G = p.n_q_head / p.n_kv_head;
   const int nq = int(it.q_count * G);
   const size_t kbpv = kc_.bytes_per_vector(), vbpv = vc_.bytes_per_vector();
-  float* kbuf = scratch;              // [d]
-  float* vbuf = kbuf + d;             // [d]
-  float* sc = vbuf + d;               // [nq][kTile] scores, then probabilities
+  // A tile of centroid values c[idx] (rotated domain, unscaled): 2 x 16 KB at d=128. This is
+  // the CPU stand-in for a GPU kernel's registers/shared memory, never a dequantized K or V.
+  float* ktile = scratch;                    // [kTile][d]
+  float* vtile = ktile + kTile * d;          // [kTile][d]
+  float* kscale = vtile + kTile * d;         // [kTile]
+  float* vscale = kscale + kTile;            // [kTile]
+  float* sc = vscale + kTile;                // [nq][kTile] scores, then p, then p * s_v
   std::vector<int64_t> lo(nq), hi(nq);  // visible key positions [lo, hi] per query
   int64_t ulo = kNoHigh, uhi = kNoLow;
   for (int qi = 0; qi < nq; ++qi) {
@@ -111,14 +158,18 @@ void CompressedAttention::run_item(const Item& it, const float* q_rot, const int
       const int nt = int(std::min<int64_t>(kTile, t1 - ts));
       // Scores: decode each K token once, dot it with every query of the group.
       for (int j = 0; j < nt; ++j) {
-        const int64_t t = ts + j, kp = blk.pos0 + t;
-        const uint8_t* rec = kbase + t * int64_t(kbpv);
-        const float ks = kc_.scale(rec);
-        kc_.centroids(rec, kbuf);
-        for (int qi = 0; qi < nq; ++qi)
+        const uint8_t* rec = kbase + (ts + j) * int64_t(kbpv);
+        kscale[j] = kc_.scale(rec);
+        kc_.centroids(rec, ktile + size_t(j) * d);
+      }
+      for (int qi = 0; qi < nq; ++qi) {
+        const float* qv = q_rot + size_t(qi) * d;
+        for (int j = 0; j < nt; ++j) {
+          const int64_t kp = blk.pos0 + ts + j;
           sc[qi * kTile + j] = (kp >= lo[qi] && kp <= hi[qi])
-                                   ? ks * dot(q_rot + size_t(qi) * d, kbuf, d)
+                                   ? kscale[j] * dot(qv, ktile + size_t(j) * d, d)
                                    : kNegInf;
+        }
       }
       // Online softmax: one rescale of the accumulators per tile.
       for (int qi = 0; qi < nq; ++qi) {
@@ -143,18 +194,23 @@ void CompressedAttention::run_item(const Item& it, const float* q_rot, const int
         }
         it.l[qi] += sum;
       }
-      // Values: decode each V token once, accumulate into every query that sees it.
+      // Values: decode each V token some query sees once, then accumulate the tile per query.
       for (int j = 0; j < nt; ++j) {
         bool used = false;
         for (int qi = 0; qi < nq && !used; ++qi) used = sc[qi * kTile + j] != 0.0f;
-        if (!used) continue;
-        const uint8_t* rec = vbase + (ts + j) * int64_t(vbpv);
-        const float vs = vc_.scale(rec);
-        vc_.centroids(rec, vbuf);
-        for (int qi = 0; qi < nq; ++qi) {
-          const float w = sc[qi * kTile + j];
-          if (w != 0.0f) axpy(w * vs, vbuf, it.acc + size_t(qi) * d, d);
+        if (!used) {
+          vscale[j] = 0.0f;
+          continue;
         }
+        const uint8_t* rec = vbase + (ts + j) * int64_t(vbpv);
+        vscale[j] = vc_.scale(rec);
+        vc_.centroids(rec, vtile + size_t(j) * d);
+      }
+      for (int qi = 0; qi < nq; ++qi) {
+        float* w = sc + qi * kTile;
+        // p == 0 stays 0 even against an inf/NaN scale: masked tokens are never touched.
+        for (int j = 0; j < nt; ++j) w[j] = w[j] != 0.0f ? w[j] * vscale[j] : 0.0f;
+        accumulate_rows(w, vtile, nt, d, it.acc + size_t(qi) * d);
       }
     }
   }
@@ -194,7 +250,7 @@ void CompressedAttention::run(const float* q, const int64_t* q_pos, int64_t n_q,
     n_split = std::clamp<int64_t>((2 * threads + base_items - 1) / base_items, 1,
                                   std::max<int64_t>(1, n_token / 512));
   const int max_nq = int(std::min<int64_t>(pos_per_chunk, n_q) * G);
-  const size_t scratch_floats = size_t(2 * d + max_nq * kTile);
+  const size_t scratch_floats = size_t(2 * kTile * d + 2 * kTile + max_nq * kTile);
   const size_t state_floats = size_t(max_nq) * (d + 2);
 
   auto item_at = [&](int64_t hk, int64_t qc, int64_t sp, float* state) {

@@ -22,6 +22,13 @@ const CodecConfig& validated(const CodecConfig& c) {
   check_head_dim(c.head_dim, c.rotation);
   return c;
 }
+// One lookup-table row per code byte: 8 / B floats copied at once (a fixed-size copy, i.e. one
+// or two moves, not a libc call).
+template <int B>
+inline void decode_bytes(const uint8_t* in, int count, const float* lut, float* out) {
+  constexpr int per = 8 / B;
+  for (int b = 0; b < count / per; ++b) std::memcpy(out + b * per, lut + in[b] * per, per * 4);
+}
 }  // namespace
 
 VectorCodec::VectorCodec(const CodecConfig& config)
@@ -65,8 +72,8 @@ void VectorCodec::encode(const float* x, uint8_t* out) const {
   const float inv = (n > 0.0f && std::isfinite(n)) ? 1.0f / n : 0.0f;
   for (int i = 0; i < d; ++i) u[i] = x[i] * inv;
   rotation_.apply(u, y);
-  for (int i = 0; i < high_count_; ++i) idx[i] = uint8_t(high_cb_->quantize(y[i]));
-  for (int i = high_count_; i < d; ++i) idx[i] = uint8_t(low_cb_->quantize(y[i]));
+  high_cb_->quantize_n(y, high_count_, idx);
+  low_cb_->quantize_n(y + high_count_, d - high_count_, idx + high_count_);
   pack_codes(idx, d, config_.width, out);
   float s = n;
   if (config_.norm.corrected) {
@@ -128,16 +135,9 @@ void VectorCodec::decode_segment(const Segment& s, const uint8_t* codes, float* 
     case 8:
       for (int i = 0; i < s.count; ++i) out[i] = c[in[i]];
       return;
-    case 4:
-    case 2:
-    case 1: {
-      // One table row per code byte: 8 / bits floats copied at once.
-      const int per = 8 / s.bits;
-      const float* lut = s.byte_lut.data();
-      const int n_byte = s.count / per;
-      for (int b = 0; b < n_byte; ++b) std::memcpy(out + b * per, lut + in[b] * per, per * 4);
-      return;
-    }
+    case 4: decode_bytes<4>(in, s.count, s.byte_lut.data(), out); return;
+    case 2: decode_bytes<2>(in, s.count, s.byte_lut.data(), out); return;
+    case 1: decode_bytes<1>(in, s.count, s.byte_lut.data(), out); return;
     default: {
       // 3, 5, 6, 7 bits: eight indices per `bits` bytes, read as one little-endian word.
       const int bits = s.bits;

@@ -144,6 +144,28 @@ TEST(Codebook, QuantizeCountsBoundariesStrictlyBelow) {
   }
 }
 
+TEST(Codebook, GridQuantizeEqualsBinarySearch) {
+  for (int d : {0, 64, 128}) {
+    for (int b = 1; b <= 8; ++b) {
+      const Codebook& cb = codebook(d, b);
+      std::vector<float> y;
+      for (float v : cb.boundaries) {
+        y.push_back(v);
+        y.push_back(std::nextafter(v, 10.0f));
+        y.push_back(std::nextafter(v, -10.0f));
+      }
+      for (float v : cb.centroids) y.push_back(v);
+      const float scale = d ? 1.0f / std::sqrt(float(d)) : 1.0f;
+      for (float v = -6.0f; v <= 6.0f; v += 0.00093f) y.push_back(v * scale);
+      for (float v : {0.0f, -0.0f, 1e30f, -1e30f, INFINITY, -INFINITY, NAN}) y.push_back(v);
+      std::vector<uint8_t> idx(y.size());
+      cb.quantize_n(y.data(), int(y.size()), idx.data());
+      for (size_t i = 0; i < y.size(); ++i)
+        ASSERT_EQ(idx[i], cb.quantize(y[i])) << "d=" << d << " b=" << b << " y=" << y[i];
+    }
+  }
+}
+
 TEST(Codebook, RejectsUnsupportedWidthAndHeadDim) {
   EXPECT_THROW(codebook(128, 0), Error);
   EXPECT_THROW(codebook(128, 9), Error);

@@ -172,6 +172,11 @@ TEST(CompressedAttention, MasksAndSeveralQueryPositions) {
     run_case({64, g, QuantWidth::bits(5), QuantWidth::bits(1), RotationKind::Haar, false, 100, 250,
               3, false});
   }
+  // head_dim 80 and 112 (multiples of 16, not 32) need the Haar rotation.
+  run_case({80, 2, QuantWidth::bits(4), QuantWidth::bits(4), RotationKind::Haar, true, 0, 100, 3,
+            false});
+  run_case({112, 4, QuantWidth::parse(2.5), QuantWidth::bits(6), RotationKind::Haar, true, 0, 100,
+            2, false});
   // Enough queries for several query chunks per head.
   run_case({64, 4, QuantWidth::bits(4), QuantWidth::bits(4), RotationKind::Hadamard, true, 0, 150,
             20, true});
