@@ -253,7 +253,7 @@ void push_ranges(const Piece& p, const Ranges& ranges, std::vector<Piece>& out) 
 void split_pieces(std::vector<Piece>& pieces,
                   const std::function<void(const Piece&, std::vector<Piece>&)>& fn) {
   std::vector<Piece> out;
-  out.reserve(pieces.size() * 2);
+  out.reserve(pieces.size() + 16);
   for (auto& p : pieces) {
     if (p.id >= 0) {
       out.push_back(std::move(p));

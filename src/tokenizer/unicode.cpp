@@ -166,15 +166,8 @@ bool is_chinese_char(char32_t c) {
          (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
 }
 
-std::string normalize_form(std::string_view s, NormForm form) {
-  if (s.empty()) return {};
-  int opts = UTF8PROC_STABLE;
-  switch (form) {
-    case NormForm::NFC: opts |= UTF8PROC_COMPOSE; break;
-    case NormForm::NFD: opts |= UTF8PROC_DECOMPOSE; break;
-    case NormForm::NFKC: opts |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-    case NormForm::NFKD: opts |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
-  }
+namespace {
+std::string utf8proc_normalize(std::string_view s, int opts) {
   utf8proc_uint8_t* out = nullptr;
   const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
                               static_cast<utf8proc_ssize_t>(s.size()), &out,
@@ -182,6 +175,35 @@ std::string normalize_form(std::string_view s, NormForm form) {
   if (n < 0) fail("unicode normalization failed: {}", utf8proc_errmsg(n));
   std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> guard(out, &std::free);
   return std::string(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+}
+}  // namespace
+
+std::string normalize_form(std::string_view s, NormForm form) {
+  int opts = UTF8PROC_STABLE;
+  switch (form) {
+    case NormForm::NFC: opts |= UTF8PROC_COMPOSE; break;
+    case NormForm::NFD: opts |= UTF8PROC_DECOMPOSE; break;
+    case NormForm::NFKC: opts |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
+    case NormForm::NFKD: opts |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+  }
+  // ASCII is invariant under every form, and an ASCII character never combines with what
+  // precedes it, so the text can be cut before any ASCII character: only the segments holding
+  // non-ASCII characters (with the starter just before them) go through utf8proc.
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    const bool ascii = static_cast<unsigned char>(s[i]) < 0x80;
+    if (ascii && (i + 1 == s.size() || static_cast<unsigned char>(s[i + 1]) < 0x80)) {
+      out.push_back(s[i++]);
+      continue;
+    }
+    size_t j = ascii ? i + 1 : i;
+    while (j < s.size() && static_cast<unsigned char>(s[j]) >= 0x80) ++j;
+    out += utf8proc_normalize(s.substr(i, j - i), opts);
+    i = j;
+  }
+  return out;
 }
 
 std::string lowercase(std::string_view s) {
