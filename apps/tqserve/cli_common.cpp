@@ -68,4 +68,46 @@ std::vector<int32_t> eos_ids(const std::filesystem::path& dir, const ModelConfig
   return ids;
 }
 
+void add_kv_options(CLI::App* c, KvArgs& a) {
+  c->add_option("--kv", a.kv, "KV cache format: dense or turboquant")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"dense", "turboquant"}));
+  c->add_option("--k-bits", a.k_bits, "TurboQuant key bits: 1-8, or 2.5 / 3.5")->capture_default_str();
+  c->add_option("--v-bits", a.v_bits, "TurboQuant value bits: 1-8, or 2.5 / 3.5")->capture_default_str();
+  c->add_option("--kv-keep-dense", a.keep_dense,
+                "Full-attention layers kept dense under TurboQuant, e.g. 0,5 or first,last");
+  c->add_option("--kv-convert-at", a.convert_at,
+                "Convert the cache to TurboQuant once it holds N tokens, mid-prefill (0: after "
+                "the prompt)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--kv-slice", a.slice, "Tokens per conversion step (bounds conversion memory)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--kv-rotation", a.rotation, "TurboQuant rotation: hadamard or haar")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"hadamard", "haar"}));
+}
+
+KvPolicy make_kv_policy(const KvArgs& a, const ModelConfig& cfg) {
+  KvPolicy p;
+  if (a.kv == "dense") {
+    if (a.convert_at > 0) fail("--kv-convert-at needs --kv turboquant");
+    return p;
+  }
+  p.mode = KvPolicy::Mode::TurboQuant;
+  p.format.head_dim = int(cfg.head_dim);
+  p.format.key_width = with_context("--k-bits", [&] { return quant::QuantWidth::parse(a.k_bits); });
+  p.format.value_width =
+      with_context("--v-bits", [&] { return quant::QuantWidth::parse(a.v_bits); });
+  auto rot = a.rotation == "haar" ? quant::RotationKind::Haar : quant::RotationKind::Hadamard;
+  p.format.key_rotation = p.format.value_rotation = rot;
+  with_context("TurboQuant format", [&] { p.format.validate(); });
+  p.keep_dense = with_context("--kv-keep-dense",
+                              [&] { return parse_layer_list(a.keep_dense, int(cfg.n_layer)); });
+  p.convert_at = a.convert_at;
+  p.slice_tokens = a.slice;
+  return p;
+}
+
 }  // namespace tq::app

@@ -26,6 +26,7 @@ struct GenerateArgs {
   bool ignore_eos = false;
   bool json = false;
   int64_t prefill_chunk = 512;
+  KvArgs kv;
 };
 
 void run(const GenerateArgs& a) {
@@ -43,6 +44,7 @@ void run(const GenerateArgs& a) {
   opt.eos_ids = eos_ids(a.model, lm.model->config());
   opt.prefill_chunk = a.prefill_chunk;
   opt.progress = !a.json;
+  opt.kv = make_kv_policy(a.kv, lm.model->config());
   StreamDetokenizer stream(tok, /*skip_special_tokens=*/true);
   GenerateResult r = generate(*lm.model, prompt, opt, [&](int32_t id) {
     if (!a.json) {
@@ -64,6 +66,14 @@ void run(const GenerateArgs& a) {
     j["prefill_tokens_per_s"] = prefill_tps;
     j["decode_tokens_per_s"] = decode_tps;
     j["kv_bytes"] = r.kv_bytes;
+    j["kv_peak_bytes"] = r.kv_peak_bytes;
+    j["kv"] = a.kv.kv;
+    if (r.converted)
+      j["conversion"] = {{"at_token", r.conversion.at_token},
+                         {"trigger", a.kv.convert_at > 0 ? "forced" : "after_prefill"},
+                         {"layers", r.conversion.layers},
+                         {"slices", r.conversion.slices},
+                         {"seconds", r.conversion.seconds}};
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << stream.finish() << "\n";
@@ -99,6 +109,7 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   c->add_flag("--json", a->json, "Print one JSON object (prompt_tokens, ids, text, speeds)");
+  add_kv_options(c, a->kv);
   c->callback([a, p, pi] {
     if (p->count() == 0 && pi->count() == 0) fail("generate: give --prompt or --prompt-ids");
     run(*a);

@@ -19,6 +19,7 @@ struct ScoreArgs {
   std::string model, file, ids, ids_file;
   bool json = false;
   int64_t prefill_chunk = 512;
+  KvArgs kv;
 };
 
 void run(const ScoreArgs& a) {
@@ -36,7 +37,11 @@ void run(const ScoreArgs& a) {
   if (int64_t(ids.size()) > lm.model->config().max_position_embeddings)
     fail("{} tokens exceed the model's context of {}", ids.size(),
          lm.model->config().max_position_embeddings);
-  ScoreResult r = score(*lm.model, ids, a.prefill_chunk, !a.json);
+  ScoreOptions opt;
+  opt.chunk = a.prefill_chunk;
+  opt.progress = !a.json;
+  opt.kv = make_kv_policy(a.kv, lm.model->config());
+  ScoreResult r = score(*lm.model, ids, opt);
   double ppl = std::exp(r.mean_nll);
   if (a.json) {
     nlohmann::json j;
@@ -45,7 +50,16 @@ void run(const ScoreArgs& a) {
     j["ppl"] = ppl;
     j["nll"] = r.nll;
     j["argmax"] = r.argmax;
-    j["kv_bytes"] = r.kv_bytes;
+    j["kv_bytes"] = r.kv_peak_bytes;  // peak
+    j["kv_final_bytes"] = r.kv_bytes;
+    j["kv"] = a.kv.kv;
+    j["conversion_point"] = r.converted ? nlohmann::json(r.conversion.at_token) : nlohmann::json();
+    if (r.converted)
+      j["conversion"] = {{"at_token", r.conversion.at_token},
+                         {"trigger", a.kv.convert_at > 0 ? "forced" : "from_start"},
+                         {"layers", r.conversion.layers},
+                         {"slices", r.conversion.slices},
+                         {"seconds", r.conversion.seconds}};
     j["tokens_per_s"] = double(ids.size()) / std::max(r.seconds, 1e-9);
     std::cout << j.dump() << "\n";
   } else {
@@ -71,7 +85,10 @@ void add_score_command(CLI::App& app) {
   c->add_option("--prefill-chunk", a->prefill_chunk, "Tokens per forward step")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
-  c->add_flag("--json", a->json, "Print n_tokens, mean_nll, ppl, nll[n-1], argmax[n] as JSON");
+  c->add_flag("--json", a->json,
+              "Print n_tokens, mean_nll, ppl, nll[n-1], argmax[n], kv_bytes (peak), conversion "
+              "point as JSON");
+  add_kv_options(c, a->kv);
   c->callback([a, f, i, fi] {
     if (f->count() + i->count() + fi->count() == 0)
       fail("score: give --file, --ids or --ids-file");

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "kv/kv_convert.h"
+#include "kv/kv_policy.h"
 #include "model/model.h"
 
 namespace tq {
@@ -19,6 +21,8 @@ struct GenerateOptions {
   std::vector<int32_t> eos_ids;
   int64_t prefill_chunk = 512;
   bool progress = false;  // prefill progress on a terminal
+  // TurboQuant: converted after the prompt ("ordinary"), or at policy.convert_at mid-prefill.
+  KvPolicy kv;
 };
 
 struct GenerateResult {
@@ -28,6 +32,9 @@ struct GenerateResult {
   double prefill_seconds = 0;
   double decode_seconds = 0;
   size_t kv_bytes = 0;                // KV cache bytes at the end
+  size_t kv_peak_bytes = 0;           // the most the KV cache held at any point
+  bool converted = false;
+  ConversionStats conversion;
 };
 
 // Prefills `prompt` in chunks, then samples one token per step. on_token sees each new id
@@ -41,11 +48,27 @@ struct ScoreResult {
   std::vector<float> last_logits;  // [vocab]
   double mean_nll = 0;
   double seconds = 0;
-  size_t kv_bytes = 0;
+  size_t kv_bytes = 0;       // at the end
+  size_t kv_peak_bytes = 0;  // the most the KV cache held at any point
+  bool converted = false;
+  ConversionStats conversion;
+};
+
+struct ScoreOptions {
+  int64_t chunk = 512;
+  bool progress = false;
+  // TurboQuant: with convert_at 0 every position attends to a compressed cache (the cache is
+  // compressed from the first token); with convert_at N the first N tokens are scored on the
+  // dense cache, which is then converted (mid-prefill) and the rest scored on it.
+  KvPolicy kv;
 };
 
 // Teacher-forced scoring of ids (n >= 1) in prefill chunks.
-ScoreResult score(Model& model, std::span<const int32_t> ids, int64_t chunk = 512,
-                  bool progress = false);
+ScoreResult score(Model& model, std::span<const int32_t> ids, const ScoreOptions& opt);
+inline ScoreResult score(Model& model, std::span<const int32_t> ids, int64_t chunk = 512) {
+  ScoreOptions o;
+  o.chunk = chunk;
+  return score(model, ids, o);
+}
 
 }  // namespace tq

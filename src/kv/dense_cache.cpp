@@ -76,6 +76,17 @@ class DenseCache final : public LayerCache {
   size_t bytes_per_token() const override { return kv_.token_bytes(); }
   void clear() override { n_ = 0; }
 
+  void read_tokens(Backend& be, int64_t t0, int64_t n, float* k, float* v) const override {
+    TQ_CHECK(t0 >= 0 && n >= 0 && t0 + n <= n_);
+    const int64_t d = kv_.s.head_dim, hk = kv_.s.n_head_kv;
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t h = 0; h < hk; ++h) {
+        size_t off = size_t((h * kv_.cap + t0 + t) * d);
+        be.download(k + (t * hk + h) * d, kv_.k.f32() + off, size_t(d) * sizeof(float));
+        be.download(v + (t * hk + h) * d, kv_.v.f32() + off, size_t(d) * sizeof(float));
+      }
+  }
+
   void append_and_attend(Backend& be, const float* q, const float* k, const float* v, int64_t T,
                          float scale, float* out) override {
     kv_.reserve(be, n_ + T, n_);

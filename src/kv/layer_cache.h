@@ -33,9 +33,19 @@ class LayerCache {
                                  int64_t T, float scale, float* out) = 0;
   // Forgets everything (the layer keeps its memory for reuse).
   virtual void clear() = 0;
+  // Copies tokens [t0, t0 + n) as host f32 [n, n_head_kv, head_dim] K and V. Only layers that
+  // hold every token (dense) can; the others throw Error.
+  virtual void read_tokens(Backend& be, int64_t t0, int64_t n, float* k, float* v) const;
 };
 
 std::unique_ptr<LayerCache> make_dense_cache(Backend& be, const LayerShape& s);
+namespace quant {
+struct TqFormat;
+}
+// A TurboQuant-compressed layer in `format` (its head_dim must equal s.head_dim), for `layer`
+// (per-layer seeds). Throws Error if the format cannot serve this shape.
+std::unique_ptr<LayerCache> make_compressed_cache(Backend& be, const LayerShape& s,
+                                                  const quant::TqFormat& format, int layer);
 std::unique_ptr<LayerCache> make_rotating_cache(Backend& be, const LayerShape& s, int64_t window);
 
 }  // namespace tq
