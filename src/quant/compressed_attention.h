@@ -39,7 +39,8 @@ struct AttentionParams {
 // Method: per kv head, the queries of its GQA group (and of all query positions) are rotated
 // once by R_k and pre-scaled; each K token is decoded to its d centroid values c[idx] once (byte
 // lookup tables) and dotted with every query of the group, score = s_k * (R_k q) . c[idx].
-// Online softmax in tiles of 32 tokens; each V token's centroids are decoded once and
+// Online softmax in tiles of 32 tokens; each V token's centroids are decoded once (into a 32-token
+// scratch tile of unscaled centroid values, the CPU analogue of a kernel's shared memory) and
 // accumulated, weighted by p * s_v, into per-query sums in the rotated V domain, which are rotated
 // back once with R_v^T at the end. Long contexts are split over the thread pool (split-K) and
 // merged with the usual max/sum rescaling. A per-query-coordinate lookup table (q_i * c[k] for all
@@ -48,7 +49,8 @@ struct AttentionParams {
 // A query with no visible key gets a zero output.
 class CompressedAttention {
  public:
-  // Both codecs must share head_dim; they may differ in everything else.
+  // Both codecs must share head_dim; they may differ in everything else. Keeps references: the
+  // codecs must outlive this object. Stateless otherwise, so one instance may serve many threads.
   CompressedAttention(const VectorCodec& key_codec, const VectorCodec& value_codec);
 
   // q [n_q][n_q_head][head_dim] f32, q_pos [n_q] absolute positions, blocks in any order (they
