@@ -136,7 +136,10 @@ Value f_round(const Value& v, const CallArgs& args) {
   std::string method = a.string(1, "common");
   if (!v.is_number()) raise("TypeError", "type " + type_name(v) + " doesn't define __round__ method");
   double x = v.as_float(), scale = std::pow(10.0, static_cast<double>(precision));
-  if (method == "common") return Value(std::nearbyint(x * scale) / scale);  // Python round(): half to even
+  if (method == "common") {  // Python round(): half to even; an int stays an int
+    if (!v.is_float() && precision >= 0) return Value(v.as_int());
+    return Value(std::nearbyint(x * scale) / scale);
+  }
   if (method == "ceil") return Value(std::ceil(x * scale) / scale);
   if (method == "floor") return Value(std::floor(x * scale) / scale);
   raise("FilterArgumentError", "method must be common, ceil or floor");

@@ -161,9 +161,7 @@ std::vector<std::string> py_split(const std::string& s, const Value* sep, int64_
       while (i < n && py_isspace(u[i])) ++i;
       if (i >= n) break;
       if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) >= maxsplit) {
-        int64_t e = n;
-        while (e > i && py_isspace(u[e - 1])) --e;
-        parts.push_back(utf8::encode(u.substr(i, e - i)));
+        parts.push_back(utf8::encode(u.substr(i)));  // the rest keeps its trailing whitespace
         break;
       }
       int64_t j = i;
@@ -178,9 +176,7 @@ std::vector<std::string> py_split(const std::string& s, const Value* sep, int64_
     while (i > 0 && py_isspace(u[i - 1])) --i;
     if (i <= 0) break;
     if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) >= maxsplit) {
-      int64_t b = 0;
-      while (b < i && py_isspace(u[b])) ++b;
-      parts.push_back(utf8::encode(u.substr(b, i - b)));
+      parts.push_back(utf8::encode(u.substr(0, i)));  // the rest keeps its leading whitespace
       break;
     }
     int64_t j = i;

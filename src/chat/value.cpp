@@ -340,7 +340,7 @@ Value op_mod(const Value& a, const Value& b) {
     return Value(r);
   }
   int64_t x = a.as_int(), y = b.as_int();
-  if (y == 0) raise("ZeroDivisionError", "integer division or modulo by zero");
+  if (y == 0) raise("ZeroDivisionError", "integer modulo by zero");
   if (y == -1) return Value(int64_t{0});
   int64_t r = x % y;
   if (r != 0 && ((r < 0) != (y < 0))) r += y;
