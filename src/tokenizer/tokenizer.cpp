@@ -87,6 +87,8 @@ Tokenizer Tokenizer::from_json(const std::string& json_text) {
     root = tok::Json::parse(json_text);
   } catch (const tok::Json::parse_error& e) {
     fail("invalid JSON at byte {}: {}", e.byte, e.what());
+  } catch (const tok::Json::exception& e) {  // e.g. out_of_range for a number overflow
+    fail("invalid JSON: {}", e.what());
   }
   try {
     return Tokenizer(build(root));

@@ -3,6 +3,10 @@
 // with Oniguruma `\s` and lookahead semantics, and split behaviours.
 #include <gtest/gtest.h>
 
+#include <utf8proc.h>
+
+#include <cstdlib>
+
 #include "core/error.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/regex.h"
@@ -52,6 +56,28 @@ TEST(Unicode, NormalizationForms) {
   EXPECT_EQ(normalize_form("e\xCC\x81", NormForm::NFC), "\xC3\xA9");
   EXPECT_EQ(normalize_form("\xEF\xAC\x81", NormForm::NFKC), "fi");  // ligature
   EXPECT_EQ(normalize_form("\xEF\xAC\x81", NormForm::NFC), "\xEF\xAC\x81");
+}
+
+// The ASCII fast path must agree with running utf8proc over the whole string.
+TEST(Unicode, NormalizationFastPathMatchesWholeStringUtf8proc) {
+  const char* samples[] = {"e\xCC\x81t\xC3\xA9 A\xCC\x8A", "\xEF\xBC\xA1\xEF\xBD\x82" "c\xCC\x81 x",
+                           "\xED\x95\x9C\xEA\xB5\xAD\xEC\x96\xB4 \xE1\x84\x80\xE1\x85\xA1!",
+                           "\xEF\xAC\x81x \xE2\x85\xA8 \xC2\xBD a\xCC\x81\xCC\x81", "plain ascii"};
+  const std::pair<NormForm, int> forms[] = {
+      {NormForm::NFC, UTF8PROC_STABLE | UTF8PROC_COMPOSE},
+      {NormForm::NFD, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE},
+      {NormForm::NFKC, UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT},
+      {NormForm::NFKD, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT}};
+  for (const char* s : samples)
+    for (const auto& [form, opts] : forms) {
+      utf8proc_uint8_t* out = nullptr;
+      const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s), 0, &out,
+                                  static_cast<utf8proc_option_t>(opts | UTF8PROC_NULLTERM));
+      ASSERT_GE(n, 0);
+      const std::string want(reinterpret_cast<char*>(out), static_cast<size_t>(n));
+      std::free(out);
+      EXPECT_EQ(normalize_form(s, form), want) << s;
+    }
 }
 
 TEST(Unicode, GraphemesKeepZwjSequencesTogether) {
