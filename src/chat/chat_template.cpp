@@ -113,7 +113,12 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const n
   if (eos) vars["eos_token"] = Value(*eos);
   if (opt.extra_kwargs.is_object())
     for (auto it = opt.extra_kwargs.begin(); it != opt.extra_kwargs.end(); ++it) vars[it.key()] = jinja::from_json(it.value());
-  jinja::Runtime rt(std::move(globals), parsed_->source, jinja::RenderLimits{});
+  jinja::RenderLimits limits;
+  limits.max_output_bytes = opt.limits.max_output_bytes;
+  limits.max_call_depth = opt.limits.max_call_depth;
+  limits.max_steps = opt.limits.max_steps;
+  limits.max_alloc_bytes = opt.limits.max_alloc_bytes;
+  jinja::Runtime rt(std::move(globals), parsed_->source, limits);
   return rt.render(parsed_->body);
 }
 

@@ -10,12 +10,21 @@
 
 namespace tq {
 
+// Bounds that make every render terminate; exceeding one is a tq::Error, never partial output.
+struct ChatRenderLimits {
+  size_t max_output_bytes = size_t{32} << 20;
+  int max_call_depth = 200;                      // nested macro calls
+  uint64_t max_steps = uint64_t{20} << 20;       // statements + loop iterations + calls
+  uint64_t max_alloc_bytes = uint64_t{2} << 30;  // large strings/lists built over the render
+};
+
 struct ChatTemplateOptions {
   // Unset: the variable is undefined in the template, unless the model dir defines the token.
   std::optional<std::string> bos_token, eos_token;
   bool add_generation_prompt = true;
   nlohmann::json extra_kwargs = nlohmann::json::object();  // e.g. enable_thinking; override the above
   std::optional<std::string> now_iso8601;                  // fixes strftime_now's clock (else local time)
+  ChatRenderLimits limits;
 };
 
 class ChatTemplate {

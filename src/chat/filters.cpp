@@ -207,6 +207,7 @@ const std::unordered_map<std::string, FilterFn>& filters() {
         out += to_str(a.get(1) ? attr_path(x, *a.get(1)) : x);
         if (out.size() > kMaxValueSize) raise("MemoryError", "string result is too large");
       }
+      AllocBudget::charge(out.size());
       return Value(out);
     };
     t["upper"] = [](Runtime&, const Value& v, const CallArgs&) { return Value(py_upper(to_str(v))); };

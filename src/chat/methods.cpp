@@ -95,6 +95,7 @@ std::string pad(const std::string& s, int64_t width, const std::string& fill, in
   for (int64_t i = 0; i < left; ++i) out += fill;
   out += s;
   for (int64_t i = 0; i < total - left; ++i) out += fill;
+  AllocBudget::charge(out.size());
   return out;
 }
 
@@ -177,6 +178,7 @@ Value str_method(const std::string& s, const std::string& name, const CallArgs& 
       out += x.str();
       if (out.size() > kMaxValueSize) raise("MemoryError", "string result is too large");
     }
+    AllocBudget::charge(out.size());
     return Value(out);
   }
   if (name == "format") return Value(py_format(s, args));

@@ -119,6 +119,7 @@ std::string py_replace(const std::string& s, const std::string& old, const std::
     ++n;
   }
   out.append(s, pos, std::string::npos);
+  AllocBudget::charge(out.size());
   return out;
 }
 
@@ -276,6 +277,7 @@ std::string py_format(const std::string& f, const CallArgs& args) {
     out += format_field(v, spec, conv);
     if (out.size() > kMaxValueSize) raise("MemoryError", "string result is too large");
   }
+  AllocBudget::charge(out.size());
   return out;
 }
 

@@ -119,6 +119,7 @@ void Runtime::append(std::string& out, const std::string& s) {
 
 std::string Runtime::render(const Body& body) {
   std::string out;
+  AllocBudget budget(limits_.max_alloc_bytes);
   try {
     exec(body, out);
   } catch (RenderError& e) {
@@ -159,6 +160,7 @@ std::string Runtime::render_body_in(const Body& body, ScopePtr scope) {
     throw;
   }
   scope_ = saved;
+  AllocBudget::charge(out.size());
   return out;
 }
 
@@ -376,6 +378,7 @@ Value Runtime::call_macro(Macro& m, CallArgs& args) {
   }
   scope_ = saved;
   --call_depth_;
+  AllocBudget::charge(out.size());
   return Value(std::move(out));
 }
 
@@ -497,6 +500,7 @@ Value Runtime::eval_inner(const Expr& e) {
         s += py_str(eval(*x));
         if (s.size() > kMaxValueSize) raise("MemoryError", "string result is too large");
       }
+      AllocBudget::charge(s.size());
       return Value(std::move(s));
     }
     case Expr::Kind::CondExpr: {

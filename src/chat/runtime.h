@@ -17,6 +17,7 @@ struct RenderLimits {
   size_t max_output_bytes = size_t{32} << 20;
   int max_call_depth = 200;                 // nested macro calls (Python would hit RecursionError)
   uint64_t max_steps = uint64_t{20} << 20;  // statements + loop iterations + calls
+  uint64_t max_alloc_bytes = uint64_t{2} << 30;  // large strings/lists built over the render
 };
 
 struct Scope {

@@ -12,6 +12,21 @@ namespace tq::jinja {
 
 void raise(const char* kind, std::string msg) { throw RenderError(kind, std::move(msg)); }
 
+namespace {
+thread_local AllocBudget* current_budget = nullptr;
+}
+
+AllocBudget::AllocBudget(uint64_t limit) : limit_(limit), prev_(current_budget) { current_budget = this; }
+AllocBudget::~AllocBudget() { current_budget = prev_; }
+
+void AllocBudget::charge(uint64_t bytes) {
+  AllocBudget* b = current_budget;
+  if (!b || bytes < 4096) return;  // small values are bounded by the step limit
+  b->used_ += bytes;
+  if (b->used_ > b->limit_)
+    raise("MemoryError", "render allocated more than " + std::to_string(b->limit_ >> 20) + " MiB of strings/lists");
+}
+
 Value Value::undefined(std::string message, bool security) {
   Value v;
   v.v_ = Undef{std::make_shared<const std::string>(std::move(message)), security};
@@ -244,6 +259,7 @@ Value repeat(const Value& seq, int64_t n) {
   size_t unit = seq.is_string() ? seq.str().size() : seq.list().items.size();
   if (unit != 0 && static_cast<uint64_t>(n) > kMaxValueSize / unit)
     raise("MemoryError", "sequence repetition result is too large");
+  AllocBudget::charge(unit * n * (seq.is_string() ? 1 : sizeof(Value)));
   if (seq.is_string()) {
     std::string out;
     out.reserve(unit * n);
@@ -268,12 +284,16 @@ Value op_add(const Value& a, const Value& b) {
   if (a.is_string()) {
     if (!b.is_string()) raise("TypeError", "can only concatenate str (not \"" + type_name(b) + "\") to str");
     if (a.str().size() + b.str().size() > kMaxValueSize) raise("MemoryError", "string result is too large");
+    AllocBudget::charge(a.str().size() + b.str().size());
     return Value(a.str() + b.str());
   }
   if (a.is_list()) {
     if (!b.is_list() || a.is_tuple() != b.is_tuple())
       raise("TypeError", "can only concatenate " + type_name(a) + " (not \"" + type_name(b) + "\") to " +
                              type_name(a));
+    if (a.list().items.size() + b.list().items.size() > kMaxValueSize / sizeof(Value))
+      raise("MemoryError", "list result is too large");
+    AllocBudget::charge((a.list().items.size() + b.list().items.size()) * sizeof(Value));
     std::vector<Value> out = a.list().items;
     out.insert(out.end(), b.list().items.begin(), b.list().items.end());
     return Value::list(std::move(out), a.is_tuple());

@@ -67,8 +67,9 @@ class Value {
   Value(int i) : v_(static_cast<int64_t>(i)) {}
   Value(int64_t i) : v_(i) {}
   Value(double f) : v_(f) {}
-  Value(std::string s) : v_(std::move(s)) {}
-  Value(const char* s) : v_(std::string(s)) {}
+  // Strings are immutable and shared, so copying a value (into lists, scopes) never copies text.
+  Value(std::string s) : v_(std::make_shared<const std::string>(std::move(s))) {}
+  Value(const char* s) : v_(std::make_shared<const std::string>(s)) {}
   Value(ListPtr l) : v_(std::move(l)) {}
   Value(DictPtr d) : v_(std::move(d)) {}
   Value(ObjectPtr o) : v_(std::move(o)) {}
@@ -97,7 +98,7 @@ class Value {
   bool as_bool() const { return std::get<bool>(v_); }
   int64_t as_int() const { return is_bool() ? (as_bool() ? 1 : 0) : std::get<int64_t>(v_); }
   double as_float() const { return is_float() ? std::get<double>(v_) : static_cast<double>(as_int()); }
-  const std::string& str() const { return std::get<std::string>(v_); }
+  const std::string& str() const { return *std::get<StrPtr>(v_); }
   const List& list() const { return *std::get<ListPtr>(v_); }
   const ListPtr& list_ptr() const { return std::get<ListPtr>(v_); }
   const Dict& dict() const { return *std::get<DictPtr>(v_); }
@@ -109,7 +110,8 @@ class Value {
   [[noreturn]] void fail_undefined() const;
 
  private:
-  std::variant<Undef, NoneT, bool, int64_t, double, std::string, ListPtr, DictPtr, ObjectPtr> v_;
+  using StrPtr = std::shared_ptr<const std::string>;
+  std::variant<Undef, NoneT, bool, int64_t, double, StrPtr, ListPtr, DictPtr, ObjectPtr> v_;
 };
 
 // Objects: macros, loops, namespaces, bound methods and builtin functions.
@@ -160,5 +162,21 @@ Value op_pos(const Value& a);
 
 // Largest string or list a single operation may build (keeps `'x' * 10**12` from allocating).
 inline constexpr size_t kMaxValueSize = size_t{64} << 20;
+
+// Bytes that operations building large strings and lists may allocate in one render, summed over
+// the render (so a loop cannot pile up distinct large values). The Runtime installs the budget
+// for the current thread; charge() raises MemoryError past it and is a no-op outside a render.
+class AllocBudget {
+ public:
+  explicit AllocBudget(uint64_t limit);
+  ~AllocBudget();
+  AllocBudget(const AllocBudget&) = delete;
+  AllocBudget& operator=(const AllocBudget&) = delete;
+  static void charge(uint64_t bytes);
+
+ private:
+  uint64_t limit_, used_ = 0;
+  AllocBudget* prev_;
+};
 
 }  // namespace tq::jinja

@@ -88,7 +88,9 @@ std::string py_repr(const Value& v) {
       for (size_t i = 0; i < l.items.size(); ++i) {
         if (i) out += ", ";
         out += py_repr(l.items[i]);
+        if (out.size() > kMaxValueSize) raise("MemoryError", "repr() result is too large");
       }
+      AllocBudget::charge(out.size());
       if (l.is_tuple && l.items.size() == 1) out += ",";
       return out + (l.is_tuple ? ")" : "]");
     }
@@ -99,7 +101,9 @@ std::string py_repr(const Value& v) {
         if (!first) out += ", ";
         first = false;
         out += py_repr(k) + ": " + py_repr(x);
+        if (out.size() > kMaxValueSize) raise("MemoryError", "repr() result is too large");
       }
+      AllocBudget::charge(out.size());
       return out + "}";
     }
     default: return py_str(v);
@@ -251,6 +255,7 @@ void dump(std::string& out, const Value& v, const JsonDumpOptions& o, int level)
           newline(level + 1);
         }
         dump(out, items[i], o, level + 1);
+        if (out.size() > kMaxValueSize) raise("MemoryError", "JSON output is too large");
       }
       newline(level);
       out.push_back(']');
@@ -275,6 +280,7 @@ void dump(std::string& out, const Value& v, const JsonDumpOptions& o, int level)
         json_string(out, json_key(items[i]->first), o.ensure_ascii);
         out += o.key_separator;
         dump(out, items[i]->second, o, level + 1);
+        if (out.size() > kMaxValueSize) raise("MemoryError", "JSON output is too large");
       }
       newline(level);
       out.push_back('}');
@@ -282,7 +288,6 @@ void dump(std::string& out, const Value& v, const JsonDumpOptions& o, int level)
     }
     default: raise("TypeError", "Object of type " + type_name(v) + " is not JSON serializable");
   }
-  if (out.size() > kMaxValueSize) raise("MemoryError", "JSON output is too large");
 }
 
 template <typename J>
@@ -320,6 +325,7 @@ Value convert(const J& j, int depth) {
 std::string json_dumps(const Value& v, const JsonDumpOptions& opt) {
   std::string out;
   dump(out, v, opt, 0);
+  AllocBudget::charge(out.size());
   return out;
 }
 
