@@ -84,6 +84,7 @@ class DecoderLm final : public Model {
     const ModelConfig& c = config_;
     Backend& be = *backend_;
     ids_.clear();
+    pos0_.clear();
     for (const SeqStep& st : steps) {
       if (st.ids.empty()) fail("forward: a sequence with no tokens");
       if (!st.cache || int64_t(st.cache->layers.size()) != c.n_layer)
@@ -91,6 +92,8 @@ class DecoderLm final : public Model {
       for (int32_t id : st.ids)
         if (id < 0 || id >= c.vocab_size) fail("token id {} is outside [0, {})", id, c.vocab_size);
       ids_.insert(ids_.end(), st.ids.begin(), st.ids.end());
+      // Positions are fixed before any layer appends (layer 0's length changes as it runs).
+      pos0_.push_back(st.cache->n_tokens());
     }
     const int64_t T = int64_t(ids_.size());
     if (T == 0) fail("forward: no tokens");
@@ -113,8 +116,9 @@ class DecoderLm final : public Model {
         be.rms_norm(k, T * c.n_head_kv, L.k_norm, eps, k);
       }
       int64_t row = 0;
-      for (const SeqStep& st : steps) {
-        const int64_t n = int64_t(st.ids.size()), pos0 = st.cache->n_tokens();
+      for (size_t si = 0; si < steps.size(); ++si) {
+        const SeqStep& st = steps[si];
+        const int64_t n = int64_t(st.ids.size()), pos0 = pos0_[si];
         float *qs = q + row * c.q_dim(), *ks = k + row * c.kv_dim(), *vs = v + row * c.kv_dim();
         be.rope(qs, n, c.n_head, c.head_dim, pos0, inv_freq_);
         be.rope(ks, n, c.n_head_kv, c.head_dim, pos0, inv_freq_);
@@ -170,7 +174,8 @@ class DecoderLm final : public Model {
   }
 
   std::vector<float> inv_freq_;
-  std::vector<int32_t> ids_;  // the step's tokens, all sequences concatenated
+  std::vector<int32_t> ids_;    // the step's tokens, all sequences concatenated
+  std::vector<int64_t> pos0_;   // per sequence: position of its first token in this step
   Weight embed_, norm_, lm_head_;
   std::vector<LayerWeights> layers_;
   int64_t ws_tokens_ = 0;

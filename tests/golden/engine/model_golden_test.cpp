@@ -212,3 +212,33 @@ TEST(BatchedForward, EqualsSeparateForwards) {
 
 }  // namespace
 }  // namespace tq::test
+
+namespace tq::test {
+namespace {
+
+// Any split of a prompt into forward calls gives the logits of one pass (positions must not
+// depend on where chunk boundaries fall; unequal chunks catch a position that drifts per layer).
+TEST(ChunkSplits, UnequalSplitsGiveOnePassLogits) {
+  auto be = make_cpu_backend();
+  auto model = Model::load(repo_path("models/micro-qwen3"), *be);
+  ReferenceCases ref(repo_path("models/micro-qwen3/reference"));
+  auto ids = ref.ints("logits_2.ids");  // 300 tokens
+  const int64_t V = model->config().vocab_size;
+  std::vector<float> whole(ids.size() * size_t(V)), parts(whole.size());
+  KvCache c1 = model->new_cache();
+  model->forward(ids, c1, LogitsMode::All, whole.data());
+  for (const auto& split : std::vector<std::vector<int>>{{100, 200}, {200, 99, 1}, {1, 2, 297}}) {
+    KvCache c2 = model->new_cache();
+    int p = 0;
+    for (int m : split) {
+      model->forward(std::span(ids).subspan(size_t(p), size_t(m)), c2, LogitsMode::All,
+                     parts.data() + p * V);
+      p += m;
+    }
+    for (size_t i = 0; i < whole.size(); ++i)
+      ASSERT_NEAR(whole[i], parts[i], 1e-3) << "split starting " << split[0] << ", row " << i / V;
+  }
+}
+
+}  // namespace
+}  // namespace tq::test

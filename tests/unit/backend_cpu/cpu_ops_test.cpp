@@ -76,7 +76,9 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnCase{1, 300, 8, 2, 128, 299, 0, 0},    // decode, GQA 4
                       AttnCase{50, 150, 2, 2, 32, 100, 0, 0},    // chunk after a prefix
                       AttnCase{70, 90, 2, 1, 64, 40, 20, 16},    // sliding window, rotated keys
-                      AttnCase{1, 16, 4, 1, 64, 500, 485, 16})); // decode in a window
+                      AttnCase{1, 16, 4, 1, 64, 500, 485, 16},   // decode in a window
+                      AttnCase{200, 300, 2, 1, 128, 100, 0, 0},  // long chunk after a prefix
+                      AttnCase{100, 300, 2, 1, 128, 200, 0, 0}));
 
 TEST(CpuBackend, LinearRmsNormRopeMatchDefinitions) {
   auto be = make_cpu_backend();
