@@ -98,13 +98,14 @@ void install_globals(Scope& g, const std::optional<std::string>& now_iso8601) {
   };
   add("range", range_fn);
   add("dict", [](Runtime&, CallArgs& args) { return Value::dict(dict_from("dict", args)); });
-  add("namespace", [](Runtime&, CallArgs& args) {
+  add("namespace", [](Runtime& rt, CallArgs& args) {
     Dict d = dict_from("namespace", args);
     auto ns = std::make_shared<Namespace>();
     for (auto& [k, v] : d.items) {
       if (!k.is_string()) raise("TypeError", "namespace() keywords must be strings");
       ns->set_attr(k.str(), v);
     }
+    rt.track(ns);
     return Value(ObjectPtr(ns));
   });
   add("raise_exception", [](Runtime&, CallArgs& args) -> Value {

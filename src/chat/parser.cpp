@@ -12,6 +12,20 @@ namespace tq::jinja {
 
 namespace {
 
+// Counts the nodes a loop wraps around an expression (a + b + c, x.y.z, x | f | g) against the
+// nesting budget, so the tree's depth (and recursion over it) is bounded, not only the grammar's.
+struct WrapGuard {
+  WrapGuard(int& d, int max, const std::function<void()>& on_overflow) : d_(d), max_(max), on_overflow_(on_overflow) {}
+  void wrap() {
+    ++n_;
+    if (++d_ > max_) on_overflow_();
+  }
+  ~WrapGuard() { d_ -= n_; }
+  int& d_;
+  int max_, n_ = 0;
+  const std::function<void()>& on_overflow_;
+};
+
 struct DepthGuard {
   DepthGuard(int& d, int max, const std::function<void()>& on_overflow) : d_(d) {
     if (++d_ > max) on_overflow();
@@ -54,7 +68,9 @@ ExprPtr make(Expr::Kind k, size_t pos) { return std::make_unique<Expr>(k, pos); 
 
 }  // namespace
 
-Parser::Parser(std::string_view source, std::vector<Token> tokens) : src_(source), toks_(std::move(tokens)) {}
+Parser::Parser(std::string_view source, std::vector<Token> tokens) : src_(source), toks_(std::move(tokens)) {
+  too_deep_ = [this] { error(cur().pos, "expression nesting is too deep"); };
+}
 
 void Parser::error(size_t pos, const std::string& msg) const { fail("{}: {}", line_col(src_, pos), msg); }
 
@@ -348,9 +364,11 @@ ExprPtr Parser::parse_expression(bool with_condexpr) {
 }
 
 ExprPtr Parser::parse_condexpr() {
+  WrapGuard wraps(depth_, kMaxNesting, too_deep_);
   const size_t pos = cur().pos;
   ExprPtr expr = parse_or();
   while (skip_name("if")) {
+    wraps.wrap();
     auto c = make(Expr::Kind::CondExpr, pos);
     ExprPtr cond = parse_or();
     ExprPtr otherwise = skip_name("else") ? parse_expression(true) : nullptr;
@@ -363,8 +381,10 @@ ExprPtr Parser::parse_condexpr() {
 }
 
 ExprPtr Parser::parse_or() {
+  WrapGuard wraps(depth_, kMaxNesting, too_deep_);
   ExprPtr left = parse_and();
   while (is_name("or")) {
+    wraps.wrap();
     auto n = make(Expr::Kind::Or, next().pos);
     n->items.push_back(std::move(left));
     n->items.push_back(parse_and());
@@ -374,8 +394,10 @@ ExprPtr Parser::parse_or() {
 }
 
 ExprPtr Parser::parse_and() {
+  WrapGuard wraps(depth_, kMaxNesting, too_deep_);
   ExprPtr left = parse_not();
   while (is_name("and")) {
+    wraps.wrap();
     auto n = make(Expr::Kind::And, next().pos);
     n->items.push_back(std::move(left));
     n->items.push_back(parse_not());
@@ -424,8 +446,10 @@ ExprPtr Parser::parse_compare() {
 }
 
 ExprPtr Parser::parse_math1() {
+  WrapGuard wraps(depth_, kMaxNesting, too_deep_);
   ExprPtr left = parse_concat();
   while (is_op("+") || is_op("-")) {
+    wraps.wrap();
     auto n = make(Expr::Kind::Binary, cur().pos);
     n->name = next().text;
     n->items.push_back(std::move(left));
@@ -446,8 +470,10 @@ ExprPtr Parser::parse_concat() {
 }
 
 ExprPtr Parser::parse_math2() {
+  WrapGuard wraps(depth_, kMaxNesting, too_deep_);
   ExprPtr left = parse_pow();
   while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+    wraps.wrap();
     auto n = make(Expr::Kind::Binary, cur().pos);
     n->name = next().text;
     n->items.push_back(std::move(left));
@@ -458,8 +484,10 @@ ExprPtr Parser::parse_math2() {
 }
 
 ExprPtr Parser::parse_pow() {
+  WrapGuard wraps(depth_, kMaxNesting, too_deep_);
   ExprPtr left = parse_unary(true);
   while (is_op("**")) {
+    wraps.wrap();
     auto n = make(Expr::Kind::Binary, next().pos);
     n->name = "**";
     n->items.push_back(std::move(left));
@@ -553,11 +581,13 @@ ExprPtr Parser::parse_primary() {
 }
 
 ExprPtr Parser::parse_postfix(ExprPtr node) {
+  WrapGuard wraps(depth_, kMaxNesting, too_deep_);
   while (true) {
+    wraps.wrap();
     if (is_op(".") || is_op("[")) {
       node = parse_subscript(std::move(node));
     } else if (is_op("(")) {
-      auto c = make(Expr::Kind::Call, cur().pos);
+      auto c = make(Expr::Kind::Call, node->pos);
       c->items.push_back(std::move(node));
       parse_call_args(c->args);
       node = std::move(c);
@@ -568,13 +598,15 @@ ExprPtr Parser::parse_postfix(ExprPtr node) {
 }
 
 ExprPtr Parser::parse_filter_expr(ExprPtr node) {
+  WrapGuard wraps(depth_, kMaxNesting, too_deep_);
   while (true) {
+    wraps.wrap();
     if (is_op("|")) {
       node = parse_filter(std::move(node), false);
     } else if (is_name("is")) {
       node = parse_test(std::move(node));
     } else if (is_op("(")) {
-      auto c = make(Expr::Kind::Call, cur().pos);
+      auto c = make(Expr::Kind::Call, node->pos);
       c->items.push_back(std::move(node));
       parse_call_args(c->args);
       node = std::move(c);
@@ -676,7 +708,9 @@ void Parser::parse_call_args(CallExprArgs& args) {
 }
 
 ExprPtr Parser::parse_filter(ExprPtr node, bool start_inline) {
+  WrapGuard wraps(depth_, kMaxNesting, too_deep_);
   while (is_op("|") || start_inline) {
+    wraps.wrap();
     if (!start_inline) next();
     start_inline = false;
     auto f = make(Expr::Kind::Filter, cur().pos);

@@ -1,6 +1,7 @@
 // Parser: jinja2's grammar (statements and expression precedence) over the Lexer's tokens,
 // producing the syntax tree in ast.h. Errors are tq::Error "line:col: message".
 #pragma once
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -72,6 +73,7 @@ class Parser {
   int depth_ = 0;
   int loop_depth_ = 0;
   std::vector<std::string> open_blocks_;
+  std::function<void()> too_deep_;
 };
 
 }  // namespace tq::jinja

@@ -104,7 +104,21 @@ Runtime::Runtime(ScopePtr globals, std::string_view source, RenderLimits limits)
 
 Runtime::~Runtime() {
   for (auto& s : captured_) s->vars.clear();  // break scope -> macro -> scope cycles
+  for (auto& ns : namespaces_) static_cast<Namespace&>(*ns).clear();
 }
+
+namespace {
+struct EvalDepth {
+  explicit EvalDepth(int& d) : d_(d) {
+    if (++d_ > Runtime::kMaxEvalDepth) {
+      --d_;
+      raise("RecursionError", "template evaluation nested deeper than " + std::to_string(Runtime::kMaxEvalDepth) + " levels");
+    }
+  }
+  ~EvalDepth() { --d_; }
+  int& d_;
+};
+}  // namespace
 
 void Runtime::step() {
   if (++steps_ > limits_.max_steps)
@@ -167,6 +181,7 @@ std::string Runtime::render_body_in(const Body& body, ScopePtr scope) {
 Runtime::Flow Runtime::exec_stmt(const Stmt& s, std::string& out) {
   step();
   try {
+    EvalDepth depth(eval_depth_);
     switch (s.kind) {
       case Stmt::Kind::Text: append(out, s.text); break;
       case Stmt::Kind::Output: append(out, py_str(eval(*s.expr))); break;
@@ -384,6 +399,7 @@ Value Runtime::call_macro(Macro& m, CallArgs& args) {
 
 Value Runtime::eval(const Expr& e) {
   try {
+    EvalDepth depth(eval_depth_);
     return eval_inner(e);
   } catch (RenderError& err) {
     if (err.pos() == kNoPos) err.set_pos(e.pos);

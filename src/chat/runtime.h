@@ -57,6 +57,10 @@ class Runtime {
   Value call(const Value& callee, CallArgs& args);
   Value call_macro(Macro& m, CallArgs& args);
   void step();  // counts one unit of work against max_steps
+  // Keeps a namespace alive until the end of the render, when its attributes are cleared (cycles).
+  void track(ObjectPtr ns) { namespaces_.push_back(std::move(ns)); }
+
+  static constexpr int kMaxEvalDepth = 600;  // nested expressions and statements, all macros included
 
  private:
   enum class Flow { Normal, Break, Continue };
@@ -80,6 +84,8 @@ class Runtime {
   uint64_t steps_ = 0;
   int call_depth_ = 0;
   std::vector<ScopePtr> captured_;  // scopes closed over by macros; cleared at the end (cycles)
+  std::vector<ObjectPtr> namespaces_;
+  int eval_depth_ = 0;
 };
 
 }  // namespace tq::jinja

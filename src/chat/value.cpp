@@ -2,6 +2,7 @@
 // arithmetic operators, with Python's TypeError/ZeroDivisionError messages.
 #include "chat/value.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -33,8 +34,30 @@ Value Value::undefined(std::string message, bool security) {
   return v;
 }
 
+namespace {
+uint32_t depth_of(const Value& v) {
+  if (v.is_list()) return v.list().depth;
+  if (v.is_dict()) return v.dict().depth;
+  return 0;
+}
+void check_depth(uint32_t depth) {
+  if (depth > kMaxValueDepth) raise("RecursionError", "value nesting exceeds " + std::to_string(kMaxValueDepth) + " levels");
+}
+}  // namespace
+
+Value Value::dict(Dict d) {
+  uint32_t depth = 0;
+  for (const auto& [k, v] : d.items) depth = std::max(depth, std::max(depth_of(k), depth_of(v)));
+  check_depth(d.depth = depth + 1);
+  return Value(std::make_shared<const Dict>(std::move(d)));
+}
+
 Value Value::list(std::vector<Value> items, bool is_tuple) {
+  uint32_t depth = 0;
+  for (const auto& v : items) depth = std::max(depth, depth_of(v));
+  check_depth(depth + 1);
   auto l = std::make_shared<List>();
+  l->depth = depth + 1;
   l->items = std::move(items);
   l->is_tuple = is_tuple;
   return Value(ListPtr(std::move(l)));

@@ -37,8 +37,10 @@ class RenderError : public tq::Error {
 struct List {
   std::vector<Value> items;
   bool is_tuple = false;
+  uint32_t depth = 1;  // nesting depth, bounded so recursion over values stays shallow
 };
 struct Dict {
+  uint32_t depth = 1;
   std::vector<std::pair<Value, Value>> items;  // insertion order, as Python dicts
   const Value* find(const Value& key) const;
   const Value* find(const std::string& key) const;
@@ -80,7 +82,7 @@ class Value {
   }
   static Value undefined(std::string message, bool security = false);
   static Value list(std::vector<Value> items, bool is_tuple = false);
-  static Value dict(Dict d) { return Value(std::make_shared<const Dict>(std::move(d))); }
+  static Value dict(Dict d);
 
   Kind kind() const { return static_cast<Kind>(v_.index()); }
   bool is_undefined() const { return kind() == Kind::Undefined; }
@@ -134,6 +136,7 @@ class Namespace : public Object {
   Value get_attr(const std::string& name) override;
   void set_attr(const std::string& name, Value v) { attrs_.set(Value(name), std::move(v)); }
   const Dict& attrs() const { return attrs_; }
+  void clear() { attrs_.items.clear(); }  // breaks reference cycles at the end of a render
 
  private:
   Dict attrs_;
@@ -159,6 +162,9 @@ Value op_mod(const Value& a, const Value& b);
 Value op_pow(const Value& a, const Value& b);
 Value op_neg(const Value& a);
 Value op_pos(const Value& a);
+
+// Deepest list/dict nesting a value may have (Python would hit its recursion limit).
+inline constexpr uint32_t kMaxValueDepth = 256;
 
 // Largest string or list a single operation may build (keeps `'x' * 10**12` from allocating).
 inline constexpr size_t kMaxValueSize = size_t{64} << 20;

@@ -78,7 +78,21 @@ std::string py_str_repr(std::string_view s) {
   return out;
 }
 
+namespace {
+thread_local int repr_depth = 0;
+struct ReprDepth {  // namespaces can nest without bound; lists and dicts cannot
+  ReprDepth() {
+    if (++repr_depth > 2 * static_cast<int>(kMaxValueDepth)) {
+      --repr_depth;
+      raise("RecursionError", "maximum recursion depth exceeded while getting the repr of an object");
+    }
+  }
+  ~ReprDepth() { --repr_depth; }
+};
+}  // namespace
+
 std::string py_repr(const Value& v) {
+  ReprDepth guard;
   switch (v.kind()) {
     case Value::Kind::Undefined: return "Undefined";
     case Value::Kind::String: return py_str_repr(v.str());
