@@ -1,0 +1,369 @@
+// EngineLoop implementation: the engine thread, one batched forward per step, per-sequence
+// sampling (penalties, EOS masking, logprobs) and event delivery.
+#include "engine/engine_loop.h"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <unordered_map>
+
+#include "core/check.h"
+#include "core/error.h"
+
+namespace tq {
+
+using Clock = std::chrono::steady_clock;
+
+struct EngineLoop::Seq {
+  Seq(uint64_t id_, EngineRequest r, std::shared_ptr<RequestChannel> c)
+      : id(id_), req(std::move(r)), channel(std::move(c)), sampler(req.sampling) {}
+  uint64_t id;
+  EngineRequest req;
+  std::shared_ptr<RequestChannel> channel;
+  Sampler sampler;
+  KvCache cache;
+  int32_t last_token = -1;  // the token the next decode step feeds
+  int64_t n_generated = 0;
+  std::unordered_map<int32_t, int32_t> counts;  // generated id -> count (penalties only)
+};
+
+namespace {
+
+double log_sum_exp(const float* row, int64_t n) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, row[i]);
+  if (!std::isfinite(mx)) return mx;
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += std::exp(double(row[i]) - mx);
+  return mx + std::log(s);
+}
+
+// Fills e.logprob for `chosen` and e.top with the k most likely ids of a raw logits row.
+void fill_logprobs(const float* row, int64_t vocab, int32_t chosen, int32_t k, EngineEvent& e) {
+  double lse = log_sum_exp(row, vocab);
+  e.logprob = float(double(row[chosen]) - lse);
+  e.n_top = 0;
+  k = std::min(k, kMaxTopLogprobs);
+  for (int64_t v = 0; v < vocab && k > 0; ++v) {
+    float x = row[v];
+    if (e.n_top == k && !(x > e.top[size_t(k - 1)].logprob)) continue;
+    int32_t pos = std::min(e.n_top, k - 1);
+    while (pos > 0 && x > e.top[size_t(pos - 1)].logprob) {
+      e.top[size_t(pos)] = e.top[size_t(pos - 1)];
+      --pos;
+    }
+    e.top[size_t(pos)] = {int32_t(v), x};
+    if (e.n_top < k) ++e.n_top;
+  }
+  for (int32_t i = 0; i < e.n_top; ++i)
+    e.top[size_t(i)].logprob = float(double(e.top[size_t(i)].logprob) - lse);
+}
+
+bool contains(const std::vector<int32_t>& v, int32_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+}  // namespace
+
+EngineLoop::EngineLoop(std::unique_ptr<Model> model, const EngineConfig& cfg,
+                       std::unique_ptr<Backend> backend)
+    : backend_(std::move(backend)), model_(std::move(model)), cfg_(cfg), sched_(cfg.sched) {
+  TQ_CHECK(model_ != nullptr);
+  vocab_ = model_->config().vocab_size;
+  raw_row_.resize(size_t(vocab_));
+  stats_.weight_bytes = model_->weight_bytes();
+  thread_ = std::thread([this] { run(); });
+}
+
+EngineLoop::~EngineLoop() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    shutting_down_ = true;
+    quit_ = true;
+    for (auto& [id, s] : seqs_) cancels_.push_back(id);
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+KvCache EngineLoop::make_cache(const EngineRequest& req) { return model_->new_cache(); }
+
+Submitted EngineLoop::submit(EngineRequest req) {
+  Submitted r;
+  const int64_t n_prompt = int64_t(req.prompt.size());
+  auto invalid = [&](std::string msg) {
+    r.status = SubmitStatus::Invalid;
+    r.error = std::move(msg);
+    return r;
+  };
+  if (n_prompt == 0) return invalid("the prompt is empty");
+  for (int32_t id : req.prompt)
+    if (id < 0 || id >= vocab_) return invalid(fmt::format("token id {} is outside [0, {})", id, vocab_));
+  if (req.max_tokens < 0) return invalid("max_tokens must be >= 0");
+  if (n_prompt + req.max_tokens > cfg_.ctx_size)
+    return invalid(fmt::format("prompt ({} tokens) + max_tokens ({}) exceeds the context size of {}",
+                               n_prompt, req.max_tokens, cfg_.ctx_size));
+  if (req.logprobs > kMaxTopLogprobs) return invalid("logprobs must be <= 20");
+  if (auto err = validate_sampling(req.sampling); !err.empty()) return invalid(err);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (shutting_down_) {
+      r.status = SubmitStatus::ShuttingDown;
+      return r;
+    }
+    uint64_t id = next_id_++;
+    Admission a = sched_.admit(id, n_prompt);
+    if (a == Admission::QueueFull) {
+      r.status = SubmitStatus::Busy;
+      return r;
+    }
+    TQ_CHECK(a == Admission::Accepted);
+    r.channel = std::make_shared<RequestChannel>(id);
+    seqs_.emplace(id, std::make_unique<Seq>(id, std::move(req), r.channel));
+    r.status = SubmitStatus::Accepted;
+  }
+  cv_.notify_one();
+  return r;
+}
+
+void EngineLoop::cancel(uint64_t id) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    cancels_.push_back(id);
+  }
+  cv_.notify_one();
+}
+
+void EngineLoop::cancel_all() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& [id, s] : seqs_) cancels_.push_back(id);
+  }
+  cv_.notify_one();
+}
+
+void EngineLoop::begin_shutdown() {
+  std::lock_guard<std::mutex> lk(mu_);
+  shutting_down_ = true;
+}
+
+bool EngineLoop::wait_idle(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lk(mu_);
+  return idle_cv_.wait_for(lk, timeout, [&] { return sched_.idle() && cancels_.empty(); });
+}
+
+EngineStats EngineLoop::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  EngineStats s = stats_;
+  s.queued = sched_.n_queued();
+  s.running = sched_.n_running();
+  if (Clock::now() - last_step_ > std::chrono::seconds(5)) {
+    s.prefill_tokens_per_s = 0;
+    s.decode_tokens_per_s = 0;
+  }
+  return s;
+}
+
+void EngineLoop::process_cancels_locked() {
+  for (uint64_t id : cancels_) {
+    auto it = seqs_.find(id);
+    if (it == seqs_.end()) continue;  // already finished
+    sched_.remove(id);
+    finish(*it->second, FinishReason::Cancelled);
+    seqs_.erase(it);  // frees the KvCache now
+  }
+  cancels_.clear();
+}
+
+void EngineLoop::finish(Seq& s, FinishReason reason, const std::string& error) {
+  EngineEvent e;
+  e.kind = EngineEvent::Kind::Finished;
+  e.reason = reason;
+  e.prompt_tokens = int64_t(s.req.prompt.size());
+  e.completion_tokens = s.n_generated;
+  e.error = error;
+  s.channel->push(e);
+}
+
+void EngineLoop::run() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return quit_ || !cancels_.empty() || !sched_.idle(); });
+      process_cancels_locked();
+      if (sched_.idle()) {
+        stats_.kv_bytes = {};
+        idle_cv_.notify_all();
+        if (quit_) return;
+        continue;
+      }
+      sched_.plan(plan_);
+      for (uint64_t id : plan_.started) {
+        Seq& s = *seqs_.at(id);
+        s.cache = make_cache(s.req);
+      }
+      step_seqs_.clear();
+      for (const StepItem& it : plan_.items) step_seqs_.push_back(seqs_.at(it.id).get());
+    }
+    if (!plan_.empty()) run_step();
+  }
+}
+
+void EngineLoop::run_step() {
+  const size_t n = plan_.items.size();
+  steps_.resize(n);
+  row_offset_.resize(n);
+  int64_t rows = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const StepItem& it = plan_.items[i];
+    row_offset_[i] = rows;
+    rows += (it.prefill && step_seqs_[i]->req.prompt_logprobs) ? it.n : 1;
+  }
+  if (int64_t(logits_.size()) < rows * vocab_) logits_.resize(size_t(rows * vocab_));
+  for (size_t i = 0; i < n; ++i) {
+    const StepItem& it = plan_.items[i];
+    Seq& s = *step_seqs_[i];
+    Model::SeqStep& st = steps_[i];
+    bool all = it.prefill && s.req.prompt_logprobs;
+    st.ids = it.prefill ? std::span<const int32_t>(s.req.prompt).subspan(size_t(it.begin), size_t(it.n))
+                        : std::span<const int32_t>(&s.last_token, 1);
+    st.cache = &s.cache;
+    st.mode = all ? LogitsMode::All : LogitsMode::Last;
+    st.logits = logits_.data() + row_offset_[i] * vocab_;
+  }
+  ended_.clear();
+  auto t0 = Clock::now();
+  std::string error;
+  try {
+    model_->forward_batch(steps_);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (!error.empty()) {
+    // Every sequence of the failed step is dropped: its cache may hold a partial step.
+    for (Seq* s : step_seqs_) {
+      finish(*s, FinishReason::Error, error);
+      ended_.push_back(s);
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      const StepItem& it = plan_.items[i];
+      Seq& s = *step_seqs_[i];
+      float* rows_i = logits_.data() + row_offset_[i] * vocab_;
+      bool ended = false;
+      if (it.prefill) {
+        bool all = s.req.prompt_logprobs;
+        if (all) emit_prompt_logprobs(s, rows_i, it.begin, it.n);
+        if (!it.last_chunk) continue;
+        float* last = all ? rows_i + (it.n - 1) * vocab_ : rows_i;
+        if (s.req.max_tokens == 0) {
+          finish(s, FinishReason::Length);
+          ended = true;
+        } else {
+          ended = sample_and_emit(s, last);
+        }
+      } else {
+        ended = sample_and_emit(s, rows_i);
+      }
+      if (ended) ended_.push_back(&s);
+    }
+  }
+  double step_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::lock_guard<std::mutex> lk(mu_);
+  sched_.commit(plan_);
+  for (Seq* s : ended_) {
+    uint64_t id = s->id;
+    sched_.remove(id);
+    seqs_.erase(id);
+  }
+  update_stats_locked(step_s);
+  if (sched_.idle()) idle_cv_.notify_all();
+}
+
+void EngineLoop::emit_prompt_logprobs(Seq& s, const float* rows, int64_t begin, int64_t n) {
+  const auto& prompt = s.req.prompt;
+  const int64_t n_prompt = int64_t(prompt.size());
+  int32_t k = std::max(s.req.logprobs, 0);
+  EngineEvent e;
+  e.prompt = true;
+  if (begin == 0) {  // the first prompt token has no logprob
+    e.token = prompt[0];
+    s.channel->push(e);
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    int64_t next = begin + r + 1;
+    if (next >= n_prompt) break;
+    e.token = prompt[size_t(next)];
+    fill_logprobs(rows + r * vocab_, vocab_, e.token, k, e);
+    s.channel->push(e);
+  }
+}
+
+bool EngineLoop::sample_and_emit(Seq& s, float* row) {
+  const EngineRequest& q = s.req;
+  const bool want_logprobs = q.logprobs >= 0;
+  if (want_logprobs) std::copy(row, row + vocab_, raw_row_.begin());
+  if (q.presence_penalty != 0.0f || q.frequency_penalty != 0.0f)
+    for (const auto& [id, count] : s.counts)
+      row[id] -= q.presence_penalty + q.frequency_penalty * float(count);
+  if (q.ignore_eos)
+    for (int32_t e : cfg_.eos_ids)
+      if (e >= 0 && e < vocab_) row[e] = -std::numeric_limits<float>::infinity();
+  int32_t id = s.sampler.sample(std::span<float>(row, size_t(vocab_)));
+  ++s.n_generated;
+  if (q.presence_penalty != 0.0f || q.frequency_penalty != 0.0f) ++s.counts[id];
+  EngineEvent e;
+  e.token = id;
+  if (want_logprobs) fill_logprobs(raw_row_.data(), vocab_, id, q.logprobs, e);
+  s.channel->push(e);
+  s.last_token = id;
+  if ((!q.ignore_eos && contains(cfg_.eos_ids, id)) || contains(q.stop_ids, id)) {
+    finish(s, FinishReason::Stop);
+    return true;
+  }
+  if (s.n_generated >= q.max_tokens || s.cache.n_tokens() + 1 > cfg_.ctx_size) {
+    finish(s, FinishReason::Length);
+    return true;
+  }
+  return false;
+}
+
+void EngineLoop::update_stats_locked(double step_s) {
+  auto now = Clock::now();
+  const double np = double(plan_.n_prefill_tokens), nd = double(plan_.n_decode);
+  const double share = np + nd > 0 ? np / (np + nd) : 0.0;
+  stats_.steps_total += 1;
+  stats_.prompt_tokens_total += plan_.n_prefill_tokens;
+  int64_t sampled = plan_.n_decode;
+  for (const StepItem& it : plan_.items)
+    if (it.prefill && it.last_chunk) sampled += 1;
+  stats_.generated_tokens_total += sampled;
+  stats_.prefill_seconds_total += step_s * share;
+  stats_.decode_seconds_total += step_s * (1.0 - share);
+  // Rates over the current window (up to two seconds of wall time) plus the previous one.
+  if (window_start_ == Clock::time_point{} || now - last_step_ > std::chrono::seconds(5)) {
+    window_start_ = now;
+    win_prefill_tokens_ = win_prefill_s_ = win_decode_tokens_ = win_decode_s_ = 0;
+    prev_ = {};
+  }
+  win_prefill_tokens_ += np;
+  win_prefill_s_ += step_s * share;
+  win_decode_tokens_ += double(sampled);
+  win_decode_s_ += step_s * (1.0 - share);
+  const double pt = prev_[0] + win_prefill_tokens_, ps = prev_[1] + win_prefill_s_;
+  const double dt = prev_[2] + win_decode_tokens_, ds = prev_[3] + win_decode_s_;
+  stats_.prefill_tokens_per_s = ps > 0 ? pt / ps : 0;
+  stats_.decode_tokens_per_s = ds > 0 ? dt / ds : 0;
+  if (now - window_start_ >= std::chrono::seconds(2)) {
+    prev_ = {win_prefill_tokens_, win_prefill_s_, win_decode_tokens_, win_decode_s_};
+    window_start_ = now;
+    win_prefill_tokens_ = win_prefill_s_ = win_decode_tokens_ = win_decode_s_ = 0;
+  }
+  last_step_ = now;
+  stats_.kv_bytes = {};
+  for (const auto& [id, s] : seqs_)
+    for (const auto& layer : s->cache.layers) stats_.kv_bytes[size_t(layer->kind())] += layer->bytes();
+}
+
+}  // namespace tq

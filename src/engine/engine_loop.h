@@ -1,0 +1,124 @@
+// EngineLoop: owns a Model and runs continuous batching on its own thread. Each step gathers the
+// decoding sequences (one token each) and prefill chunks chosen by the Scheduler, runs one
+// Model::forward_batch, samples per sequence and posts events to each request's channel.
+#pragma once
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/request_channel.h"
+#include "engine/sampler.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
+#include "sched/scheduler.h"
+
+namespace tq {
+
+struct EngineConfig {
+  SchedulerConfig sched;
+  int64_t ctx_size = 4096;         // prompt + generated tokens per sequence
+  std::vector<int32_t> eos_ids;    // end generation (unless ignore_eos)
+};
+
+enum class SubmitStatus : uint8_t { Accepted, Busy, ShuttingDown, Invalid };
+
+struct Submitted {
+  SubmitStatus status = SubmitStatus::Invalid;
+  std::shared_ptr<RequestChannel> channel;  // set when accepted
+  std::string error;                        // why, when Invalid
+};
+
+// A consistent snapshot for /metrics and the admin API.
+struct EngineStats {
+  int64_t queued = 0;
+  int64_t running = 0;
+  int64_t steps_total = 0;
+  int64_t prompt_tokens_total = 0;     // prompt tokens prefilled
+  int64_t generated_tokens_total = 0;  // tokens sampled
+  double prefill_seconds_total = 0;    // step time attributed to prefill tokens
+  double decode_seconds_total = 0;
+  double prefill_tokens_per_s = 0;     // over the last few seconds of work; 0 when idle
+  double decode_tokens_per_s = 0;
+  std::array<size_t, 3> kv_bytes{};    // by CacheKind (Dense, Rotating, Compressed)
+  size_t weight_bytes = 0;
+};
+
+class EngineLoop {
+ public:
+  // `backend` (optional) is owned too and outlives the model.
+  EngineLoop(std::unique_ptr<Model> model, const EngineConfig& cfg,
+             std::unique_ptr<Backend> backend = nullptr);
+  ~EngineLoop();  // cancels whatever is left, joins the thread
+  EngineLoop(const EngineLoop&) = delete;
+  EngineLoop& operator=(const EngineLoop&) = delete;
+
+  const EngineConfig& config() const { return cfg_; }
+  const ModelConfig& model_config() const { return model_->config(); }
+
+  // Queues a request. Busy when the admission queue is full (retryable); Invalid when the
+  // request breaks the engine's limits (checked here too, though the HTTP layer checks first).
+  Submitted submit(EngineRequest req);
+  // Cancels a request: queued ones are dropped; a running one is removed and its KvCache freed
+  // before the next step. Its channel receives Finished(Cancelled) unless it already finished.
+  void cancel(uint64_t id);
+  void cancel_all();
+  // Stops taking requests (submit says ShuttingDown); running ones continue.
+  void begin_shutdown();
+  // Waits until no request is queued or running, or the timeout passes; true when idle.
+  bool wait_idle(std::chrono::milliseconds timeout);
+
+  EngineStats stats() const;
+
+ private:
+  struct Seq;
+  void run();
+  // The one place caches are made: a KV policy (e.g. TurboQuant compression) plugs in here.
+  KvCache make_cache(const EngineRequest& req);
+  void process_cancels_locked();
+  void run_step();
+  // Samples the next token of `s` from its logits row; returns true when the sequence ended.
+  bool sample_and_emit(Seq& s, float* row);
+  void emit_prompt_logprobs(Seq& s, const float* rows, int64_t begin, int64_t n);
+  void finish(Seq& s, FinishReason reason, const std::string& error = {});
+  void update_stats_locked(double step_seconds);
+
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Model> model_;
+  EngineConfig cfg_;
+  int64_t vocab_ = 0;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;       // wakes the engine thread
+  std::condition_variable idle_cv_;  // wakes wait_idle()
+  Scheduler sched_;                  // guarded by mu_
+  std::unordered_map<uint64_t, std::unique_ptr<Seq>> seqs_;  // guarded by mu_
+  std::vector<uint64_t> cancels_;    // guarded by mu_
+  uint64_t next_id_ = 1;
+  bool shutting_down_ = false;
+  bool quit_ = false;
+  EngineStats stats_;                // guarded by mu_
+
+  // Engine-thread state, reused every step so steady decoding does not allocate.
+  StepPlan plan_;
+  std::vector<Seq*> step_seqs_;          // plan_.items[i] belongs to step_seqs_[i]
+  std::vector<Model::SeqStep> steps_;
+  std::vector<int64_t> row_offset_;      // first logits row of each item
+  std::vector<float> logits_;            // [rows, vocab]
+  std::vector<float> raw_row_;           // [vocab]: a row before penalties, for logprobs
+  std::vector<Seq*> ended_;
+  // Throughput window.
+  std::chrono::steady_clock::time_point window_start_{}, last_step_{};
+  double win_prefill_tokens_ = 0, win_prefill_s_ = 0, win_decode_tokens_ = 0, win_decode_s_ = 0;
+  std::array<double, 4> prev_{};  // the previous window's four sums
+
+  std::thread thread_;
+};
+
+}  // namespace tq
