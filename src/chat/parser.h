@@ -11,6 +11,30 @@
 
 namespace tq::jinja {
 
+namespace parser_detail {
+// Counts the nodes a loop wraps around an expression (a + b + c, x.y.z, x | f | g) against the
+// nesting budget, so the tree's depth (and recursion over it) is bounded, not only the grammar's.
+struct WrapGuard {
+  WrapGuard(int& d, int max, const std::function<void()>& on_overflow) : d_(d), max_(max), on_overflow_(on_overflow) {}
+  void wrap() {
+    ++n_;
+    if (++d_ > max_) on_overflow_();
+  }
+  ~WrapGuard() { d_ -= n_; }
+  int& d_;
+  int max_, n_ = 0;
+  const std::function<void()>& on_overflow_;
+};
+
+struct DepthGuard {
+  DepthGuard(int& d, int max, const std::function<void()>& on_overflow) : d_(d) {
+    if (++d_ > max) on_overflow();
+  }
+  ~DepthGuard() { --d_; }
+  int& d_;
+};
+}  // namespace parser_detail
+
 class Parser {
  public:
   Parser(std::string_view source, std::vector<Token> tokens);
