@@ -160,12 +160,10 @@ void parse_common(const json& j, const Fields& f, GenerationRequest& r) {
   if (const json* so = f.get("stream_options")) {
     if (!so->is_object()) bad_type("stream_options", "an object", *so);
     if (!r.stream) bad_value("stream_options", "only allowed when 'stream' is true.");
-    Fields sf(*so);
-    try {
-      if (auto u = sf.boolean("include_usage")) r.include_usage = *u;
-    } catch (ApiError& e) {
-      e.param = "stream_options.include_usage";
-      throw;
+    auto u = so->find("include_usage");
+    if (u != so->end() && !u->is_null()) {
+      if (!u->is_boolean()) bad_type("stream_options.include_usage", "a boolean", *u);
+      r.include_usage = u->get<bool>();
     }
   }
   if (const json* st = f.get("stop")) {
