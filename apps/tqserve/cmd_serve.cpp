@@ -1,7 +1,9 @@
 // `tqserve serve`: loads a model, starts the engine loop and the OpenAI-compatible HTTP server,
 // and shuts down gracefully on SIGINT/SIGTERM (exit code 0).
-#include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <chrono>
 #include <cstdio>
@@ -33,14 +35,26 @@ struct ServeArgs {
   bool no_access_log = false;
 };
 
-void run(const ServeArgs& a) {
-  // Signals go to one waiting thread: block them before any other thread exists.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+// SIGINT/SIGTERM write the signal number into a pipe that a watcher thread reads: any thread
+// (OpenBLAS starts its own before main) may take the signal, and the handler stays trivial.
+int g_signal_pipe[2] = {-1, -1};
+extern "C" void on_stop_signal(int sig) {
+  unsigned char b = static_cast<unsigned char>(sig);
+  [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &b, 1);
+}
+
+void install_stop_signals() {
+  if (pipe(g_signal_pipe) != 0) fail("cannot create the signal pipe");
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
+}
+
+void run(const ServeArgs& a) {
+  install_stop_signals();
 
   const std::filesystem::path dir(a.model);
   LoadedModel lm = load_model(dir);
@@ -88,8 +102,10 @@ void run(const ServeArgs& a) {
   int port = server.bind();
 
   std::thread signal_thread([&] {
-    int sig = 0;
-    sigwait(&sigs, &sig);
+    unsigned char sig = 0;
+    while (read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+    }
+    if (sig == 0) return;  // woken by serve() returning on its own
     std::fprintf(stderr, "tqserve: %s received, shutting down (in-flight requests get %.0f s)\n",
                  sig == SIGINT ? "SIGINT" : "SIGTERM", a.shutdown_grace);
     server.shutdown(std::chrono::milliseconds(int64_t(a.shutdown_grace * 1000)));
@@ -107,7 +123,8 @@ void run(const ServeArgs& a) {
   std::fflush(stderr);
   server.serve();
   // serve() returns after shutdown(); if it returned on its own, wake the signal thread.
-  pthread_kill(signal_thread.native_handle(), SIGTERM);
+  unsigned char zero = 0;
+  [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &zero, 1);
   signal_thread.join();
   engine.reset();
   std::fprintf(stderr, "tqserve: stopped\n");

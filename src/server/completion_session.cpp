@@ -98,7 +98,7 @@ void CompletionSession::emit_echo(std::string* chunk) {
   echo_sent_ = true;
   if (!chunk) return;  // non-streaming: the prompt is prepended when the response is built
   ordered_json lp = nullptr;
-  if (req_.logprobs >= 0) lp = completion_logprobs_json(tok_, prompt_lp_, 0, req_.logprobs);
+  if (req_.logprobs >= 0) lp = completion_logprobs_json(tok_, prompt_lp_, 0, req_.logprobs, req_.tokens_as_ids);
   ordered_json j = completion_object(meta_, prompt_text_, std::move(lp), "");
   if (req_.include_usage) j["usage"] = nullptr;
   *chunk += sse_event(j);
@@ -116,13 +116,13 @@ void CompletionSession::emit_text(std::string* chunk, const std::string& text, s
   ordered_json j;
   if (chat_) {
     ordered_json lp = nullptr;
-    if (req_.logprobs >= 0) lp = chat_logprobs_json(tok_, entries, req_.logprobs);
+    if (req_.logprobs >= 0) lp = chat_logprobs_json(tok_, entries, req_.logprobs, req_.tokens_as_ids);
     ordered_json delta;
     delta["content"] = text;
     j = chat_chunk(meta_, std::move(delta), std::move(lp), "");
   } else {
     ordered_json lp = nullptr;
-    if (req_.logprobs >= 0) lp = completion_logprobs_json(tok_, entries, text_offset_, req_.logprobs);
+    if (req_.logprobs >= 0) lp = completion_logprobs_json(tok_, entries, text_offset_, req_.logprobs, req_.tokens_as_ids);
     j = completion_object(meta_, text, std::move(lp), "");
   }
   text_offset_ += text.size();
@@ -183,7 +183,7 @@ ordered_json CompletionSession::run_to_end(const std::function<bool()>& client_g
   ordered_json j;
   if (chat_) {
     ordered_json lp = nullptr;
-    if (req_.logprobs >= 0) lp = chat_logprobs_json(tok_, lp_, req_.logprobs);
+    if (req_.logprobs >= 0) lp = chat_logprobs_json(tok_, lp_, req_.logprobs, req_.tokens_as_ids);
     j = chat_object(meta_, text_, std::move(lp), finish_reason_);
   } else {
     ordered_json lp = nullptr;
@@ -191,7 +191,7 @@ ordered_json CompletionSession::run_to_end(const std::function<bool()>& client_g
       std::vector<LogprobEntry> all;
       if (req_.echo) all = prompt_lp_;
       all.insert(all.end(), lp_.begin(), lp_.end());
-      lp = completion_logprobs_json(tok_, all, 0, req_.logprobs);
+      lp = completion_logprobs_json(tok_, all, 0, req_.logprobs, req_.tokens_as_ids);
     }
     j = completion_object(meta_, req_.echo ? prompt_text_ + text_ : text_, std::move(lp),
                           finish_reason_);

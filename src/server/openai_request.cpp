@@ -187,6 +187,7 @@ void parse_common(const json& j, const Fields& f, GenerationRequest& r) {
   }
   if (auto b = f.boolean("ignore_eos")) r.ignore_eos = *b;
   if (auto b = f.boolean("skip_special_tokens")) r.skip_special_tokens = *b;
+  if (auto b = f.boolean("return_tokens_as_token_ids")) r.tokens_as_ids = *b;
   if (const json* lb = f.get("logit_bias")) {
     if (!lb->is_object()) bad_type("logit_bias", "an object", *lb);
     if (!lb->empty()) bad_value("logit_bias", "logit_bias is not supported.");

@@ -51,6 +51,7 @@ struct GenerationRequest {
   std::vector<int32_t> stop_token_ids;  // vLLM extension
   bool ignore_eos = false;              // vLLM extension
   bool skip_special_tokens = true;
+  bool tokens_as_ids = false;           // vLLM's return_tokens_as_token_ids: "token_id:N"
   bool stream = false;
   bool include_usage = false;
   int32_t logprobs = -1;  // -1: off; else how many alternatives per token (completions:

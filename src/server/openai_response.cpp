@@ -16,7 +16,8 @@ LogprobEntry LogprobEntry::from(const EngineEvent& e) {
   return l;
 }
 
-std::string token_text(const Tokenizer& tok, int32_t id) {
+std::string token_text(const Tokenizer& tok, int32_t id, bool as_id) {
+  if (as_id) return "token_id:" + std::to_string(id);
   int32_t one[1] = {id};
   try {
     return tok.decode(std::span<const int32_t>(one, 1), /*skip_special_tokens=*/false);
@@ -48,12 +49,12 @@ ordered_json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
 }
 
 ordered_json completion_logprobs_json(const Tokenizer& tok, std::span<const LogprobEntry> entries,
-                                      size_t text_offset0, int32_t top_n) {
+                                      size_t text_offset0, int32_t top_n, bool as_ids) {
   ordered_json tokens = ordered_json::array(), lps = ordered_json::array(),
                tops = ordered_json::array(), offsets = ordered_json::array();
   size_t offset = text_offset0;
   for (const LogprobEntry& e : entries) {
-    std::string t = token_text(tok, e.id);
+    std::string t = token_text(tok, e.id, as_ids);
     tokens.push_back(t);
     lps.push_back(number_or_null(e.logprob));
     if (std::isnan(e.logprob)) {
@@ -61,11 +62,11 @@ ordered_json completion_logprobs_json(const Tokenizer& tok, std::span<const Logp
     } else {
       ordered_json top = ordered_json::object();
       for (int32_t i = 0; i < e.n_top && i < top_n; ++i)
-        top[token_text(tok, e.top[size_t(i)].id)] = number_or_null(e.top[size_t(i)].logprob);
+        top[token_text(tok, e.top[size_t(i)].id, as_ids)] = number_or_null(e.top[size_t(i)].logprob);
       tops.push_back(std::move(top));
     }
     offsets.push_back(offset);
-    offset += t.size();
+    offset += as_ids ? token_text(tok, e.id).size() : t.size();
   }
   ordered_json j;
   j["tokens"] = std::move(tokens);
@@ -76,17 +77,17 @@ ordered_json completion_logprobs_json(const Tokenizer& tok, std::span<const Logp
 }
 
 ordered_json chat_logprobs_json(const Tokenizer& tok, std::span<const LogprobEntry> entries,
-                                int32_t top_n) {
+                                int32_t top_n, bool as_ids) {
   ordered_json content = ordered_json::array();
   for (const LogprobEntry& e : entries) {
-    std::string t = token_text(tok, e.id);
+    std::string t = token_text(tok, e.id, as_ids);
     ordered_json c;
     c["token"] = t;
     c["logprob"] = number_or_null(e.logprob);
     c["bytes"] = bytes_of(t);
     ordered_json top = ordered_json::array();
     for (int32_t i = 0; i < e.n_top && i < top_n; ++i) {
-      std::string tt = token_text(tok, e.top[size_t(i)].id);
+      std::string tt = token_text(tok, e.top[size_t(i)].id, as_ids);
       ordered_json a;
       a["token"] = tt;
       a["logprob"] = number_or_null(e.top[size_t(i)].logprob);

@@ -29,17 +29,18 @@ struct ResponseMeta {
   std::string model;
 };
 
-// The text of a single token as the client sees it in logprobs.
-std::string token_text(const Tokenizer& tok, int32_t id);
+// The text of a single token as the client sees it in logprobs ("token_id:N" with as_id).
+std::string token_text(const Tokenizer& tok, int32_t id, bool as_id = false);
 
 nlohmann::ordered_json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
 // Completions logprobs; offsets count from text_offset0 in the returned text.
 nlohmann::ordered_json completion_logprobs_json(const Tokenizer& tok,
                                                 std::span<const LogprobEntry> entries,
-                                                size_t text_offset0, int32_t top_n);
+                                                size_t text_offset0, int32_t top_n,
+                                                bool as_ids = false);
 // Chat logprobs: {"content": [{token, logprob, bytes, top_logprobs}]}.
 nlohmann::ordered_json chat_logprobs_json(const Tokenizer& tok, std::span<const LogprobEntry> entries,
-                                          int32_t top_n);
+                                          int32_t top_n, bool as_ids = false);
 
 // A finish_reason of null (still running) is passed as "".
 nlohmann::ordered_json completion_object(const ResponseMeta& m, const std::string& text,
