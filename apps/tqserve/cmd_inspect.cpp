@@ -5,7 +5,9 @@
 
 #include "apps/tqserve/commands.h"
 #include "io/safetensors.h"
+#include "kv/kv_convert.h"
 #include "model/model_config.h"
+#include "core/error.h"
 
 namespace tq::app {
 namespace {
@@ -55,19 +57,34 @@ void run(const std::string& dir) {
   std::printf("\n");
   if (n_swa) std::printf("sliding window: %lld tokens\n", (long long)c.sliding_window);
   // K and V, every kv head, per token per layer.
-  const double per_layer_f32 = 2.0 * double(c.kv_dim()) * 4;
-  const double per_layer_bf16 = 2.0 * double(c.kv_dim()) * 2;
-  std::printf("KV per token (dense full-attention layers; sliding layers hold at most %lld tokens):\n",
-              (long long)c.sliding_window);
-  std::printf("  f32  (CPU cache):  %s per layer, %s for %d full layers\n",
-              human_bytes(per_layer_f32).c_str(), human_bytes(per_layer_f32 * n_full).c_str(),
+  LayerShape shape{c.n_head, c.n_head_kv, c.head_dim};
+  const double f32 = double(dense_bytes_per_token(shape)), bf16 = f32 / 2;
+  std::printf("KV bytes per token (K+V, all kv heads) of one full-attention layer, and of all %d:\n",
               n_full);
-  std::printf("  bf16:              %s per layer, %s for %d full layers\n",
-              human_bytes(per_layer_bf16).c_str(), human_bytes(per_layer_bf16 * n_full).c_str(),
-              n_full);
+  std::printf("  %-22s %10s %12s %8s\n", "format", "per layer", "all full", "vs bf16");
+  auto row = [&](const std::string& name, double b) {
+    std::printf("  %-22s %10s %12s %7.2fx\n", name.c_str(), human_bytes(b).c_str(),
+                human_bytes(b * n_full).c_str(), bf16 / b);
+  };
+  row("dense f32 (CPU cache)", f32);
+  row("dense bf16", bf16);
+  for (double bits : {8.0, 6.0, 4.0, 3.5, 3.0, 2.5, 2.0}) {
+    quant::TqFormat f;
+    f.head_dim = int(c.head_dim);
+    f.key_width = f.value_width = quant::QuantWidth::parse(bits);
+    try {
+      f.validate();
+      row("turboquant " + f.key_width.name() + "/" + f.value_width.name() + " bits",
+          double(turboquant_bytes_per_token(shape, f)));
+    } catch (const Error& e) {
+      std::printf("  turboquant %g bits: not available (%s)\n", bits, e.what());
+      break;
+    }
+  }
   if (n_swa)
-    std::printf("  sliding layers:    %s (f32) each, fixed at the window\n",
-                human_bytes(per_layer_f32 * double(c.sliding_window)).c_str());
+    std::printf("sliding-window layers (%d) keep their form: at most %lld tokens, %s each (f32)\n",
+                n_swa, (long long)c.sliding_window,
+                human_bytes(f32 * double(c.sliding_window)).c_str());
 }
 
 }  // namespace

@@ -130,6 +130,7 @@ ScoreResult score(Model& model, std::span<const int32_t> ids, const ScoreOptions
       int64_t best = std::max_element(row, row + vocab) - row;
       r.argmax.push_back(int32_t(best));
       int64_t pos = p + t;
+      if (opt.on_logits) opt.on_logits(pos, row);
       if (pos + 1 < n) {
         double mx = row[best], se = 0;
         for (int64_t v = 0; v < vocab; ++v) se += std::exp(double(row[v]) - mx);

@@ -61,6 +61,8 @@ struct ScoreOptions {
   // compressed from the first token); with convert_at N the first N tokens are scored on the
   // dense cache, which is then converted (mid-prefill) and the rest scored on it.
   KvPolicy kv;
+  // Sees every position's full logits row [vocab] (e.g. for KL divergence against a baseline).
+  std::function<void(int64_t position, const float* row)> on_logits;
 };
 
 // Teacher-forced scoring of ids (n >= 1) in prefill chunks.
