@@ -19,7 +19,8 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: build
-	./$(BUILD)/tqserve generate --model $(MODEL) --prompt '$(PROMPT)' --max-tokens 64
+	@echo "Starting the OpenAI-compatible server on $(MODEL) (Ctrl-C stops it; docs/server.md has the flags)."
+	./$(BUILD)/tqserve serve --model $(MODEL) $(SERVE_ARGS)
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 1200
