@@ -64,14 +64,13 @@ void CompletionSession::consume(std::string* chunk) {
 void CompletionSession::on_token(const EngineEvent& e, std::string* chunk) {
   if (req_.echo && !echo_sent_) emit_echo(chunk);
   ++n_completion_;
-  size_t first = lp_.size();
   if (req_.logprobs >= 0) lp_.push_back(LogprobEntry::from(e));
   std::string out = stop_.push(detok_.push(e.token));
   if (stop_.stopped()) {
     cancel();  // frees the sequence now; the rest of the text is never produced
     finish_reason_ = "stop";
   }
-  emit_text(chunk, out, first);
+  emit_text(chunk, out);
   if (done_) emit_final(chunk);
 }
 
@@ -87,7 +86,7 @@ void CompletionSession::on_finished(const EngineEvent& e, std::string* chunk) {
       std::string tail = stop_.push(detok_.finish());
       if (!stop_.stopped()) tail += stop_.flush();
       finish_reason_ = stop_.stopped() ? "stop" : finish_reason_name(e.reason);
-      emit_text(chunk, tail, lp_.size());
+      emit_text(chunk, tail);
       break;
     }
   }
@@ -105,14 +104,13 @@ void CompletionSession::emit_echo(std::string* chunk) {
   text_offset_ = prompt_text_.size();
 }
 
-void CompletionSession::emit_text(std::string* chunk, const std::string& text, size_t first_entry) {
+void CompletionSession::emit_text(std::string* chunk, const std::string& text) {
   text_ += text;
   if (!chunk) return;
   size_t n_lp = lp_.size() - lp_streamed_;
   if (text.empty() && n_lp == 0) return;
   std::span<const LogprobEntry> entries(lp_.data() + lp_streamed_, n_lp);
   lp_streamed_ = lp_.size();
-  (void)first_entry;
   ordered_json j;
   if (chat_) {
     ordered_json lp = nullptr;

@@ -53,7 +53,7 @@ class CompletionSession {
   void on_token(const EngineEvent& e, std::string* chunk);
   void on_finished(const EngineEvent& e, std::string* chunk);
   void emit_echo(std::string* chunk);
-  void emit_text(std::string* chunk, const std::string& text, size_t first_entry);
+  void emit_text(std::string* chunk, const std::string& text);
   void emit_final(std::string* chunk);
 
   EngineLoop& engine_;

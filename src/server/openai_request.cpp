@@ -134,7 +134,7 @@ std::vector<int32_t> token_ids(const json& arr, const std::string& name) {
 }
 
 // The fields both endpoints share: model, sampling, limits, stop, stream.
-void parse_common(const json& j, const Fields& f, GenerationRequest& r) {
+void parse_common(const Fields& f, GenerationRequest& r) {
   const json* model = f.get("model");
   if (!model) throw ApiError(400, "You must provide a model parameter.", "model", "missing_required_parameter");
   if (!model->is_string()) bad_type("model", "a string", *model);
@@ -145,11 +145,9 @@ void parse_common(const json& j, const Fields& f, GenerationRequest& r) {
   if (auto b = f.integer("best_of", 1, 128); b && *b != 1)
     bad_value("best_of", "only best_of=1 is supported.");
   if (auto t = f.number("temperature", 0.0, 2.0)) r.sampling.temperature = float(*t);
-  if (auto p = f.get("top_p")) {
-    auto t = f.number("top_p", 0.0, 1.0);
+  if (auto t = f.number("top_p", 0.0, 1.0)) {
     if (*t <= 0.0) bad_value("top_p", "must be greater than 0 and at most 1.");
     r.sampling.top_p = float(*t);
-    (void)p;
   }
   if (auto k = f.integer("top_k", -1, INT32_MAX)) r.sampling.top_k = *k < 0 ? 0 : int32_t(*k);
   if (auto m = f.number("min_p", 0.0, 1.0)) r.sampling.min_p = float(*m);
@@ -198,7 +196,6 @@ void parse_common(const json& j, const Fields& f, GenerationRequest& r) {
     if (t == rf->end() || !t->is_string() || *t != "text")
       bad_value("response_format", "only {\"type\": \"text\"} is supported.");
   }
-  (void)j;
 }
 
 }  // namespace
@@ -230,7 +227,7 @@ GenerationRequest parse_completion_request(const std::string& body) {
   Fields f(j);
   GenerationRequest r;
   r.endpoint = Endpoint::Completions;
-  parse_common(j, f, r);
+  parse_common(f, r);
   const json* p = f.get("prompt");
   if (!p) throw ApiError(400, "You must provide a prompt parameter.", "prompt", "missing_required_parameter");
   const json* one = p;
@@ -264,7 +261,7 @@ GenerationRequest parse_chat_request(const std::string& body) {
   Fields f(j);
   GenerationRequest r;
   r.endpoint = Endpoint::Chat;
-  parse_common(j, f, r);
+  parse_common(f, r);
   const json* msgs = f.get("messages");
   if (!msgs) throw ApiError(400, "You must provide a messages parameter.", "messages", "missing_required_parameter");
   if (!msgs->is_array()) bad_type("messages", "an array", *msgs);
