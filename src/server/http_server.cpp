@@ -114,6 +114,9 @@ void HttpServer::shutdown(std::chrono::milliseconds grace) {
     for (auto& m : models_) m.engine->cancel_all();
     wait_inflight(std::chrono::milliseconds(5000));
   }
+  // A signal that came before listening began must still stop the listener once it runs.
+  for (int i = 0; i < 200 && !svr_->is_running(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   svr_->stop();
 }
 
