@@ -7,6 +7,7 @@
 #include <span>
 
 #include "core/dtype.h"
+#include "core/error.h"
 
 namespace tq {
 
@@ -58,6 +59,25 @@ struct AttentionArgs {
   float scale = 1.0f;
 };
 
+// One sequence's gated delta rule (the Gated DeltaNet recurrence), token by token:
+//   S_h <- exp(g[t,h]) * S_h
+//   S_h <- S_h + k_t (beta[t,h] * (v[t,h] - S_h^T k_t))^T
+//   out[t,h] = S_h^T q_t
+// with q_t, k_t the L2-normalised (x * rsqrt(sum x^2 + 1e-6)) q and k of key head
+// h / (n_v_head / n_k_head), q_t further scaled by 1/sqrt(dk). q, k, v rows sit `token_stride`
+// elements apart (they are column ranges of one [T, token_stride] activation).
+struct DeltaRuleArgs {
+  const float* q = nullptr;     // [T, n_k_head, dk] (row stride token_stride)
+  const float* k = nullptr;     // [T, n_k_head, dk] (row stride token_stride)
+  const float* v = nullptr;     // [T, n_v_head, dv] (row stride token_stride)
+  const float* g = nullptr;     // [T, n_v_head] log-space decay (<= 0)
+  const float* beta = nullptr;  // [T, n_v_head] write strength in (0, 1)
+  float* state = nullptr;       // [n_v_head, dk, dv] f32, read and updated in place
+  float* out = nullptr;         // [T, n_v_head, dv]
+  int64_t T = 0, token_stride = 0;
+  int64_t n_k_head = 0, n_v_head = 0, dk = 0, dv = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -90,6 +110,43 @@ class Backend {
   // x[i] += y[i].
   virtual void add(float* x, const float* y, int64_t n) = 0;
   virtual void attention(const AttentionArgs& a) = 0;
+
+  // Ops of hybrid models (Qwen3.5 gated attention and Gated DeltaNet layers). A backend that has
+  // not implemented one throws Error naming it, so models without these layers are unaffected.
+  //
+  // RoPE on the first rot_dim elements of each head of x [T, n_head, head_dim] (rotate-half
+  // within them, inv_freq [rot_dim / 2]); the remaining head_dim - rot_dim elements pass.
+  virtual void rope_partial(float* x, int64_t T, int64_t n_head, int64_t head_dim, int64_t rot_dim,
+                            int64_t pos0, std::span<const float> inv_freq) {
+    if (rot_dim != head_dim) unsupported("rope_partial");
+    rope(x, T, n_head, head_dim, pos0, inv_freq);
+  }
+  // x[i] *= sigmoid(gate[i]) for n elements (the gated attention output).
+  virtual void sigmoid_mul(float* x, const float* gate, int64_t n) { unsupported("sigmoid_mul"); }
+  // Causal depthwise conv1d then SiLU over one sequence's T new tokens: x, out [T, C];
+  // w [C, K]; state [K - 1, C] holds the K - 1 inputs before x (oldest first, zeros at the start)
+  // and is advanced to the last K - 1 inputs. out[t, c] = silu(sum_j w[c, j] * x[t - K + 1 + j, c]).
+  virtual void causal_conv1d_silu(const float* x, int64_t T, const Weight& w, float* state,
+                                  float* out) {
+    unsupported("causal_conv1d_silu");
+  }
+  // Gated DeltaNet gates for [T, n] rows (n = a_log.cols): beta = sigmoid(b),
+  // g = -exp(a_log) * softplus(a + dt_bias).
+  virtual void delta_gates(const float* a, const float* b, int64_t T, const Weight& a_log,
+                           const Weight& dt_bias, float* g, float* beta) {
+    unsupported("delta_gates");
+  }
+  virtual void gated_delta_rule(const DeltaRuleArgs& a) { unsupported("gated_delta_rule"); }
+  // out[r] = w * (x[r] / rms(x[r])) * silu(gate[r]) for `rows` vectors of w.cols elements.
+  virtual void rms_norm_gated(const float* x, const float* gate, int64_t rows, const Weight& w,
+                              float eps, float* out) {
+    unsupported("rms_norm_gated");
+  }
+
+ protected:
+  [[noreturn]] void unsupported(const char* op) const {
+    fail("the {} backend does not implement {} (needed by hybrid models)", name(), op);
+  }
 };
 
 }  // namespace tq

@@ -1,5 +1,6 @@
 // CpuBackend: memory, element-wise ops, RMSNorm, RoPE and linear layers on the host.
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_hybrid_ops.h"
 
 #include <cblas.h>
 
@@ -136,6 +137,26 @@ class CpuBackend final : public Backend {
   }
 
   void attention(const AttentionArgs& a) override { cpu_attention(a); }
+
+  // Hybrid-model ops (cpu_hybrid_ops.cpp, cpu_delta_rule.cpp).
+  void rope_partial(float* x, int64_t T, int64_t n_head, int64_t head_dim, int64_t rot_dim,
+                    int64_t pos0, std::span<const float> inv_freq) override {
+    cpu_rope_partial(x, T, n_head, head_dim, rot_dim, pos0, inv_freq);
+  }
+  void sigmoid_mul(float* x, const float* gate, int64_t n) override { cpu_sigmoid_mul(x, gate, n); }
+  void causal_conv1d_silu(const float* x, int64_t T, const Weight& w, float* state,
+                          float* out) override {
+    cpu_causal_conv1d_silu(x, T, w.rows, w.cols, w.buf.f32(), state, out);
+  }
+  void delta_gates(const float* a, const float* b, int64_t T, const Weight& a_log,
+                   const Weight& dt_bias, float* g, float* beta) override {
+    cpu_delta_gates(a, b, T, a_log.cols, a_log.buf.f32(), dt_bias.buf.f32(), g, beta);
+  }
+  void gated_delta_rule(const DeltaRuleArgs& a) override { cpu_gated_delta_rule(a); }
+  void rms_norm_gated(const float* x, const float* gate, int64_t rows, const Weight& w, float eps,
+                      float* out) override {
+    cpu_rms_norm_gated(x, gate, rows, w.cols, w.buf.f32(), eps, out);
+  }
 
  private:
   std::atomic<size_t> allocated_{0};
