@@ -1,7 +1,7 @@
 // bench_turboquant_quality: TurboQuant vs dense on the fixture models' reference texts: mean NLL
 // and its delta, mean KL(dense || tq), top-1 agreement, needles, peak KV bytes, for each width,
 // compressed from the start and converted mid-prefill at half of each text.
-// Usage: bench_turboquant_quality [--widths 8/8,4/4c,...] [model_dir ...]
+// Usage: bench_turboquant_quality [--widths 8/8,4/4c,...] [--recent N] [model_dir ...]
 // (default widths 8/8,4/4,4/4c,3.5/3.5,3/3,2/2, where a trailing c means norm correction;
 // default model models/micro-qwen3)
 #include <cmath>
@@ -29,6 +29,8 @@ std::vector<int32_t> ints(const SafetensorsFile& f, const std::string& name) {
   std::memcpy(v.data(), t.data, v.size() * 4);
   return v;
 }
+
+int64_t g_recent = 0;  // --recent N
 
 struct Width {
   double k, v;
@@ -118,6 +120,7 @@ void run_model(const std::string& dir, const std::vector<Width>& widths) {
         base.kv.format.key_width = quant::QuantWidth::parse(w.k);
         base.kv.format.value_width = quant::QuantWidth::parse(w.v);
         base.kv.format.norm.corrected = w.corrected;
+        base.kv.recent_exact = g_recent;
         for (size_t ti = 0; ti < texts.size(); ++ti) {
           auto ids = ints(ref, texts[ti] + ".ids");
           ScoreOptions o = base;
@@ -161,6 +164,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--widths" && i + 1 < argc) widths = parse_widths(argv[++i]);
+    else if (a == "--recent" && i + 1 < argc) g_recent = std::stoll(argv[++i]);
     else dirs.push_back(a);
   }
   if (dirs.empty()) dirs.push_back("models/micro-qwen3");

@@ -13,12 +13,15 @@ void LayerCache::read_tokens(Backend&, int64_t, int64_t, float*, float*) const {
   fail("a {} cache layer cannot be read back token by token", cache_kind_name(kind()));
 }
 
-CompressedCache::CompressedCache(const LayerShape& s, const quant::TqFormat& format, int layer)
+CompressedCache::CompressedCache(const LayerShape& s, const quant::TqFormat& format, int layer,
+                                 int64_t recent_exact)
     : s_(s),
       format_(format),
       kc_(format.key_config(layer)),
       vc_(format.value_config(layer)),
-      attn_(kc_, vc_) {
+      attn_(kc_, vc_),
+      recent_(recent_exact) {
+  if (recent_exact < 0) fail("recent exact window must be >= 0");
   if (format.head_dim != s.head_dim)
     fail("TurboQuant format head_dim {} does not match the layer's {}", format.head_dim,
          s.head_dim);
@@ -51,6 +54,46 @@ const uint8_t* CompressedCache::value_record(int64_t h, int64_t t) const {
 }
 
 void CompressedCache::append(const float* k, const float* v, int64_t n) {
+  push_recent(k, v, n);
+  encode(k, v, n);
+  trim_recent();
+}
+
+void CompressedCache::push_recent(const float* k, const float* v, int64_t n) {
+  if (recent_ == 0) return;
+  const int64_t d = s_.head_dim, hk = s_.n_head_kv;
+  if (held_ + n > tail_cap_) {
+    int64_t cap = std::max(held_ + n, recent_ + 64);
+    std::vector<float> nk(size_t(hk * cap * d)), nv(nk.size());
+    for (int64_t h = 0; h < hk; ++h) {
+      std::copy_n(tk_.data() + h * tail_cap_ * d, held_ * d, nk.data() + h * cap * d);
+      std::copy_n(tv_.data() + h * tail_cap_ * d, held_ * d, nv.data() + h * cap * d);
+    }
+    tk_.swap(nk);
+    tv_.swap(nv);
+    tail_cap_ = cap;
+  }
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t h = 0; h < hk; ++h) {
+      kc_.rotation().apply(k + (t * hk + h) * d, tk_.data() + (h * tail_cap_ + held_ + t) * d);
+      vc_.rotation().apply(v + (t * hk + h) * d, tv_.data() + (h * tail_cap_ + held_ + t) * d);
+    }
+  held_ += n;
+}
+
+void CompressedCache::trim_recent() {
+  if (held_ <= recent_) return;
+  const int64_t d = s_.head_dim, drop = held_ - recent_;
+  for (int64_t h = 0; h < s_.n_head_kv; ++h) {
+    float* bk = tk_.data() + h * tail_cap_ * d;
+    float* bv = tv_.data() + h * tail_cap_ * d;
+    std::copy(bk + drop * d, bk + held_ * d, bk);
+    std::copy(bv + drop * d, bv + held_ * d, bv);
+  }
+  held_ = recent_;
+}
+
+void CompressedCache::encode(const float* k, const float* v, int64_t n) {
   reserve(n_ + n);
   const int64_t d = s_.head_dim;
   const size_t kb = kc_.bytes_per_vector(), vb = vc_.bytes_per_vector();
@@ -69,27 +112,37 @@ void CompressedCache::append_and_attend(Backend& be, const float* q, const float
   // The CPU reference keeps records in host memory; q/k/v/out are host pointers on the CPU
   // backend (a device backend runs its own compressed kernels).
   const int64_t pos0 = n_;
-  append(k, v, T);
+  push_recent(k, v, T);  // the window holds the R tokens before this call and the call's own
+  encode(k, v, T);
   q_pos_.resize(size_t(T));
   for (int64_t t = 0; t < T; ++t) q_pos_[size_t(t)] = pos0 + t;
-  quant::KvBlock block;
-  block.k = k_.data();
-  block.v = v_.data();
-  block.n_token = n_;
-  block.pos0 = 0;
-  block.k_head_stride = cap_ * int64_t(kc_.bytes_per_vector());
-  block.v_head_stride = cap_ * int64_t(vc_.bytes_per_vector());
+  quant::KvBlock blocks[2];
+  quant::KvBlock& records = blocks[0];
+  records.k = k_.data();
+  records.v = v_.data();
+  records.n_token = n_ - held_;  // the rest is read from the exact window
+  records.pos0 = 0;
+  records.k_head_stride = cap_ * int64_t(kc_.bytes_per_vector());
+  records.v_head_stride = cap_ * int64_t(vc_.bytes_per_vector());
+  quant::KvBlock& window = blocks[1];
+  window.k_rot = tk_.data();
+  window.v_rot = tv_.data();
+  window.n_token = held_;
+  window.pos0 = n_ - held_;
+  window.k_head_stride = window.v_head_stride = tail_cap_ * s_.head_dim;
   quant::AttentionParams p;
   p.n_q_head = int(s_.n_head);
   p.n_kv_head = int(s_.n_head_kv);
   p.scale = scale;
   p.causal = true;
-  attn_.run(q, q_pos_.data(), T, &block, 1, p, out, &ThreadPool::global());
+  attn_.run(q, q_pos_.data(), T, blocks, held_ > 0 ? 2 : 1, p, out, &ThreadPool::global());
+  trim_recent();
 }
 
 std::unique_ptr<LayerCache> make_compressed_cache(Backend&, const LayerShape& s,
-                                                  const quant::TqFormat& format, int layer) {
-  return std::make_unique<CompressedCache>(s, format, layer);
+                                                  const quant::TqFormat& format, int layer,
+                                                  int64_t recent_exact) {
+  return std::make_unique<CompressedCache>(s, format, layer, recent_exact);
 }
 
 }  // namespace tq

@@ -72,7 +72,7 @@ ConversionStats convert_cache(Backend& be, KvCache& cache, const LayerShape& sha
   for (size_t li = 0; li < cache.layers.size(); ++li) {
     LayerCache& src = *cache.layers[li];
     if (src.kind() != CacheKind::Dense || policy.keep_dense.count(int(li))) continue;
-    auto dst = std::make_unique<CompressedCache>(shape, policy.format, int(li));
+    auto dst = std::make_unique<CompressedCache>(shape, policy.format, int(li), policy.recent_exact);
     dst->reserve(n);
     for (int64_t p = 0; p < n; p += slice) {
       int64_t m = std::min(slice, n - p);

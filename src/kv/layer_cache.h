@@ -1,5 +1,5 @@
-// LayerCache: one attention layer's KV cache. Kinds: dense (every token), rotating (the last
-// `window` tokens of a sliding-window layer). Compressed (TurboQuant) layers join later.
+// LayerCache: one layer's cache. Kinds: dense (every token), rotating (the last `window` tokens
+// of a sliding-window layer), compressed (TurboQuant), recurrent (a hybrid's fixed-size state).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -8,7 +8,7 @@
 
 namespace tq {
 
-enum class CacheKind : uint8_t { Dense, Rotating, Compressed };
+enum class CacheKind : uint8_t { Dense, Rotating, Compressed, Recurrent };
 const char* cache_kind_name(CacheKind k);
 
 struct LayerShape {
@@ -45,7 +45,11 @@ struct TqFormat;
 // A TurboQuant-compressed layer in `format` (its head_dim must equal s.head_dim), for `layer`
 // (per-layer seeds). Throws Error if the format cannot serve this shape.
 std::unique_ptr<LayerCache> make_compressed_cache(Backend& be, const LayerShape& s,
-                                                  const quant::TqFormat& format, int layer);
+                                                  const quant::TqFormat& format, int layer,
+                                                  int64_t recent_exact = 0);
 std::unique_ptr<LayerCache> make_rotating_cache(Backend& be, const LayerShape& s, int64_t window);
+// A Gated DeltaNet layer's conv + recurrent state (kv/recurrent_cache.h), zeroed.
+struct RecurrentShape;
+std::unique_ptr<LayerCache> make_recurrent_cache(Backend& be, const RecurrentShape& s);
 
 }  // namespace tq

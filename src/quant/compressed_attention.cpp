@@ -149,15 +149,24 @@ void CompressedAttention::run_item(const Item& it, const float* q_rot, const int
     t0 = std::max(t0, ulo - blk.pos0);
     t1 = std::min(t1, uhi - blk.pos0 + 1);
     if (t0 >= t1) continue;
-    const int64_t khs = blk.k_head_stride >= 0 ? blk.k_head_stride : blk.n_token * int64_t(kbpv);
-    const int64_t vhs = blk.v_head_stride >= 0 ? blk.v_head_stride : blk.n_token * int64_t(vbpv);
-    const uint8_t* kbase = blk.k + it.kv_head * khs;
-    const uint8_t* vbase = blk.v + it.kv_head * vhs;
+    const bool exact = blk.exact();
+    const int64_t krow = exact ? d : int64_t(kbpv), vrow = exact ? d : int64_t(vbpv);
+    const int64_t khs = blk.k_head_stride >= 0 ? blk.k_head_stride : blk.n_token * krow;
+    const int64_t vhs = blk.v_head_stride >= 0 ? blk.v_head_stride : blk.n_token * vrow;
+    const uint8_t* kbase = exact ? nullptr : blk.k + it.kv_head * khs;
+    const uint8_t* vbase = exact ? nullptr : blk.v + it.kv_head * vhs;
+    const float* kexact = exact ? blk.k_rot + it.kv_head * khs : nullptr;
+    const float* vexact = exact ? blk.v_rot + it.kv_head * vhs : nullptr;
 
     for (int64_t ts = t0; ts < t1; ts += kTile) {
       const int nt = int(std::min<int64_t>(kTile, t1 - ts));
       // Scores: decode each K token once, dot it with every query of the group.
       for (int j = 0; j < nt; ++j) {
+        if (exact) {
+          kscale[j] = 1.0f;
+          std::memcpy(ktile + size_t(j) * d, kexact + (ts + j) * d, size_t(d) * sizeof(float));
+          continue;
+        }
         const uint8_t* rec = kbase + (ts + j) * int64_t(kbpv);
         kscale[j] = kc_.scale(rec);
         kc_.centroids(rec, ktile + size_t(j) * d);
@@ -200,6 +209,11 @@ void CompressedAttention::run_item(const Item& it, const float* q_rot, const int
         for (int qi = 0; qi < nq && !used; ++qi) used = sc[qi * kTile + j] != 0.0f;
         if (!used) {
           vscale[j] = 0.0f;
+          continue;
+        }
+        if (exact) {
+          vscale[j] = 1.0f;
+          std::memcpy(vtile + size_t(j) * d, vexact + (ts + j) * d, size_t(d) * sizeof(float));
           continue;
         }
         const uint8_t* rec = vbase + (ts + j) * int64_t(vbpv);

@@ -18,6 +18,10 @@ namespace tq::quant {
 // for kv head h in [0, n_kv_head) and token t in [0, n_token); a record is the VectorCodec layout
 // (packed codes, then the fp16/fp32 scale). head_stride < 0 means n_token * bytes_per_vector, i.e.
 // the block is [n_kv_head][n_token][bytes_per_vector] contiguous.
+//
+// A block may instead hold exact rows already in the rotated domain (R_k k, R_v v as f32): set
+// k_rot / v_rot instead of k / v; then the strides count floats and a row is head_dim floats.
+// Caches use this for their most recent tokens, which attention weighs most.
 struct KvBlock {
   const uint8_t* k = nullptr;
   const uint8_t* v = nullptr;
@@ -25,6 +29,9 @@ struct KvBlock {
   int64_t pos0 = 0;  // absolute position of token 0; token t sits at pos0 + t
   int64_t k_head_stride = -1;
   int64_t v_head_stride = -1;
+  const float* k_rot = nullptr;  // [n_kv_head][n_token][head_dim] (with head stride), or null
+  const float* v_rot = nullptr;
+  bool exact() const { return k_rot != nullptr; }
 };
 
 struct AttentionParams {
