@@ -84,11 +84,25 @@ void CompressedCache::push_recent(const float* k, const float* v, int64_t n) {
 void CompressedCache::trim_recent() {
   if (held_ <= recent_) return;
   const int64_t d = s_.head_dim, drop = held_ - recent_;
-  for (int64_t h = 0; h < s_.n_head_kv; ++h) {
-    float* bk = tk_.data() + h * tail_cap_ * d;
-    float* bv = tv_.data() + h * tail_cap_ * d;
-    std::copy(bk + drop * d, bk + held_ * d, bk);
-    std::copy(bv + drop * d, bv + held_ * d, bv);
+  if (tail_cap_ > 2 * (recent_ + 64)) {
+    // A long call (a prefill chunk) grew the window: give that memory back. Decode steps only
+    // shift in place below, so they allocate nothing.
+    const int64_t cap = recent_ + 64;
+    std::vector<float> nk(size_t(s_.n_head_kv * cap * d)), nv(nk.size());
+    for (int64_t h = 0; h < s_.n_head_kv; ++h) {
+      std::copy_n(tk_.data() + (h * tail_cap_ + drop) * d, recent_ * d, nk.data() + h * cap * d);
+      std::copy_n(tv_.data() + (h * tail_cap_ + drop) * d, recent_ * d, nv.data() + h * cap * d);
+    }
+    tk_.swap(nk);
+    tv_.swap(nv);
+    tail_cap_ = cap;
+  } else {
+    for (int64_t h = 0; h < s_.n_head_kv; ++h) {
+      float* bk = tk_.data() + h * tail_cap_ * d;
+      float* bv = tv_.data() + h * tail_cap_ * d;
+      std::copy(bk + drop * d, bk + held_ * d, bk);
+      std::copy(bv + drop * d, bv + held_ * d, bv);
+    }
   }
   held_ = recent_;
 }

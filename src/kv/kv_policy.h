@@ -17,7 +17,7 @@ struct KvPolicy {
   int64_t convert_at = 0;       // > 0: convert once the cache holds this many tokens (forced
                                 // mid-prefill trigger); 0: convert after the prefill
   int64_t slice_tokens = 8192;  // tokens per conversion step (bounds conversion's transient memory)
-  int64_t recent_exact = 0;     // compressed layers keep their last N tokens exact too
+  int64_t recent_exact = 128;   // compressed layers keep their last N tokens exact too
 
   bool turboquant() const { return mode == Mode::TurboQuant; }
   std::string describe() const;
