@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "model/model.h"
+#include "model/qwen3_5.h"
 #include "model/rope.h"
 
 namespace tq {
@@ -188,7 +189,9 @@ KvCache Model::new_cache() const {
   KvCache cache;
   LayerShape s{config_.n_head, config_.n_head_kv, config_.head_dim};
   for (LayerKind k : config_.layer_types)
-    cache.layers.push_back(k == LayerKind::SlidingAttention
+    cache.layers.push_back(k == LayerKind::LinearAttention
+                               ? make_recurrent_cache(*backend_, recurrent_shape(config_))
+                           : k == LayerKind::SlidingAttention
                                ? make_rotating_cache(*backend_, s, config_.sliding_window)
                                : make_dense_cache(*backend_, s));
   return cache;
@@ -198,6 +201,8 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, Backend& ba
                                    const std::function<void(int64_t, int64_t)>& on_progress) {
   ModelConfig cfg = ModelConfig::from_model_dir(dir);
   TensorStore store(dir);
+  if (cfg.architecture == "Qwen3_5ForCausalLM")
+    return load_qwen3_5(cfg, store, backend, on_progress);
   auto m = std::make_unique<DecoderLm>(cfg, backend);
   m->load(store, on_progress);
   return m;

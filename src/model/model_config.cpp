@@ -1,4 +1,5 @@
-// config.json parsing for the supported architectures (Qwen3, Llama), with field-level errors.
+// config.json parsing for the supported architectures (Qwen3, Llama, the Qwen3.5 hybrid), with
+// field-level errors.
 #include "model/model_config.h"
 
 #include <optional>
@@ -9,7 +10,18 @@
 namespace tq {
 
 const char* layer_kind_name(LayerKind k) {
-  return k == LayerKind::FullAttention ? "full_attention" : "sliding_attention";
+  switch (k) {
+    case LayerKind::FullAttention: return "full_attention";
+    case LayerKind::SlidingAttention: return "sliding_attention";
+    case LayerKind::LinearAttention: return "linear_attention";
+  }
+  return "?";
+}
+
+bool ModelConfig::is_hybrid() const {
+  for (LayerKind k : layer_types)
+    if (k == LayerKind::LinearAttention) return true;
+  return false;
 }
 
 namespace {
@@ -67,6 +79,31 @@ RopeConfig parse_rope(const nlohmann::json& j) {
   return r;
 }
 
+// Qwen3.5 text (hybrid Gated DeltaNet + gated attention) fields; defaults are transformers'.
+void parse_hybrid(const nlohmann::json& j, ModelConfig& c) {
+  c.zero_centered_norm = true;
+  c.attn_output_gate = get_bool(j, "attn_output_gate", true);
+  double prf = get_double(j, "partial_rotary_factor", 0.25);
+  if (auto rp = j.find("rope_parameters"); rp != j.end() && rp->is_object())
+    prf = get_double(*rp, "partial_rotary_factor", prf);
+  if (!(prf > 0.0 && prf <= 1.0)) fail("partial_rotary_factor must be in (0, 1]");
+  c.partial_rotary_factor = prf;
+  if (c.rotary_dim() < 2 || c.rotary_dim() % 2 != 0)
+    fail("head_dim {} x partial_rotary_factor {} must give an even rotary dimension", c.head_dim,
+         prf);
+  if (auto act = j.find("hidden_act"); act != j.end() && act->is_string() && *act != "silu")
+    fail("\"hidden_act\" \"{}\" is not supported (silu)", act->get<std::string>());
+  LinearAttentionConfig& l = c.linear;
+  l.n_k_head = get_int(j, "linear_num_key_heads", 1, 4096, 16);
+  l.n_v_head = get_int(j, "linear_num_value_heads", 1, 4096, 32);
+  l.k_head_dim = get_int(j, "linear_key_head_dim", 1, 4096, 128);
+  l.v_head_dim = get_int(j, "linear_value_head_dim", 1, 4096, 128);
+  l.conv_kernel = get_int(j, "linear_conv_kernel_dim", 1, 64, 4);
+  if (l.n_v_head % l.n_k_head != 0)
+    fail("linear_num_value_heads {} is not a multiple of linear_num_key_heads {}", l.n_v_head,
+         l.n_k_head);
+}
+
 }  // namespace
 
 ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
@@ -76,8 +113,10 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
   if (arch == j.end() || !arch->is_array() || arch->empty() || !(*arch)[0].is_string())
     fail("missing \"architectures\"");
   c.architecture = (*arch)[0].get<std::string>();
-  if (c.architecture != "Qwen3ForCausalLM" && c.architecture != "LlamaForCausalLM")
-    fail("architecture \"{}\" is not supported (Qwen3ForCausalLM, LlamaForCausalLM)",
+  const bool hybrid = c.architecture == "Qwen3_5ForCausalLM";
+  if (c.architecture != "Qwen3ForCausalLM" && c.architecture != "LlamaForCausalLM" && !hybrid)
+    fail("architecture \"{}\" is not supported (Qwen3ForCausalLM, LlamaForCausalLM, "
+         "Qwen3_5ForCausalLM)",
          c.architecture);
   if (auto mt = j.find("model_type"); mt != j.end() && mt->is_string())
     c.model_type = mt->get<std::string>();
@@ -101,8 +140,9 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
   c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", false);
   c.attention_bias = get_bool(j, "attention_bias", false);
   if (get_bool(j, "mlp_bias", false)) fail("\"mlp_bias\": true is not supported");
-  c.qk_norm = c.architecture == "Qwen3ForCausalLM";
+  c.qk_norm = c.architecture == "Qwen3ForCausalLM" || hybrid;
   c.rope = parse_rope(j);
+  if (hybrid) parse_hybrid(j, c);
 
   // Layer kinds: explicit layer_types win; else Qwen's use_sliding_window/max_window_layers.
   bool use_swa = get_bool(j, "use_sliding_window", false);
@@ -116,8 +156,15 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
       std::string s = t.is_string() ? t.get<std::string>() : "";
       if (s == "full_attention") c.layer_types.push_back(LayerKind::FullAttention);
       else if (s == "sliding_attention") c.layer_types.push_back(LayerKind::SlidingAttention);
+      else if (s == "linear_attention" && hybrid) c.layer_types.push_back(LayerKind::LinearAttention);
       else fail("\"layer_types\": unsupported layer type \"{}\"", s);
     }
+  } else if (hybrid) {
+    // Qwen3.5's fallback: every interval-th layer (one-based) is full attention.
+    int64_t interval = get_int(j, "full_attention_interval", 1, 4096, 4);
+    for (int64_t i = 0; i < c.n_layer; ++i)
+      c.layer_types.push_back((i + 1) % interval == 0 ? LayerKind::FullAttention
+                                                      : LayerKind::LinearAttention);
   } else {
     int64_t first_swa = get_int(j, "max_window_layers", 0, 1 << 20, c.n_layer);
     for (int64_t i = 0; i < c.n_layer; ++i)
