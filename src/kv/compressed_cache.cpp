@@ -84,7 +84,7 @@ void CompressedCache::push_recent(const float* k, const float* v, int64_t n) {
 void CompressedCache::trim_recent() {
   if (held_ <= recent_) return;
   const int64_t d = s_.head_dim, drop = held_ - recent_;
-  if (tail_cap_ > 2 * (recent_ + 64)) {
+  if (tail_cap_ > recent_ + 64) {
     // A long call (a prefill chunk) grew the window: give that memory back. Decode steps only
     // shift in place below, so they allocate nothing.
     const int64_t cap = recent_ + 64;

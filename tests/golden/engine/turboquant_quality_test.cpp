@@ -8,7 +8,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "common/fixtures.h"
 #include "engine/generate.h"
-#include "reference_cases.h"
+#include "common/reference_cases.h"
 
 namespace tq::test {
 namespace {

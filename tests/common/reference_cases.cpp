@@ -1,5 +1,5 @@
 // ReferenceCases implementation.
-#include "reference_cases.h"
+#include "common/reference_cases.h"
 
 #include <gtest/gtest.h>
 
