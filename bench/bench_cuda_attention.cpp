@@ -1,0 +1,225 @@
+// CUDA benchmarks: split-K decode attention on dense bf16 and TuroQuant 4-bit K/V (Qwen3-8B
+// heads: 32 q / 8 kv, d=128; batch 1 and 8; contexts 4K-128K), TurboQuant encode, and the
+// cuBLASLt linear layers, each printed as achieved GB/s or TFLOP/s next to the measured ceiling.
+// Usage: bench_cuda_attention [--csv FILE] [--quick]. PyTorch SDPA is measured by
+// bench/bench_cuda_sdpa.py in the same device call and merged there.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/tq_cuda.h"
+#include "quant/vector_codec.h"
+
+using namespace tq;
+
+namespace {
+
+struct Row {
+  std::string kernel;
+  int batch = 0;
+  int64_t ctx = 0;
+  double us = 0, gbps = 0, tflops = 0;
+};
+
+struct DecodeCtx {
+  cuda::DecodeAttnArgs args;
+  cuda::AttnPlan plan;
+  std::vector<const void*> k, v;
+  std::vector<const uint16_t*> ks, vs;
+  int set = 0;
+};
+
+void run_decode(void* p) {
+  auto* c = static_cast<DecodeCtx*>(p);
+  const size_t n = c->k.size();
+  c->set = int((c->set + 1) % n);
+  c->args.k = c->k[size_t(c->set)];
+  c->args.v = c->v[size_t(c->set)];
+  if (!c->ks.empty()) {
+    c->args.k_scale = c->ks[size_t(c->set)];
+    c->args.v_scale = c->vs[size_t(c->set)];
+  }
+  cuda::decode_attention(c->args, c->plan);
+}
+
+Row bench_decode(Backend& be, cuda::KvFormat fmt, int B, int64_t L, const cuda::TqCodecDev& kc,
+                 const cuda::TqCodecDev& vc) {
+  const int n_head = 32, n_kv = 8, d = 128;
+  const int64_t cap = (L + 31) / 32 * 32;
+  const bool tq = fmt == cuda::KvFormat::TurboQuant;
+  const size_t per_token = tq ? d / 2 : d * 2;
+  const size_t kv_bytes = size_t(B) * n_kv * cap * per_token;
+  const size_t sc_elems = size_t(B) * n_kv * cap;
+  const size_t set_bytes = 2 * kv_bytes + (tq ? 4 * sc_elems : 0);
+  // Rotate among input sets so that their total is far past the 60 MB L2.
+  const int n_sets = int(std::clamp<size_t>((512u << 20) / set_bytes, 1, 64));
+  std::vector<DeviceBuffer> bufs;
+  DecodeCtx c;
+  for (int s = 0; s < n_sets; ++s) {
+    bufs.emplace_back(&be, kv_bytes);
+    bufs.emplace_back(&be, kv_bytes);
+    if (tq) {
+      cuda::fill_random_bytes(bufs[bufs.size() - 2].data(), kv_bytes, 11 + s);
+      cuda::fill_random_bytes(bufs.back().data(), kv_bytes, 97 + s);
+    } else {
+      cuda::fill_random_16(static_cast<uint16_t*>(bufs[bufs.size() - 2].data()),
+                           int64_t(kv_bytes / 2), -2.0f, 2.0f, true, 11 + s);
+      cuda::fill_random_16(static_cast<uint16_t*>(bufs.back().data()), int64_t(kv_bytes / 2),
+                           -2.0f, 2.0f, true, 97 + s);
+    }
+    c.k.push_back(bufs[bufs.size() - 2].data());
+    c.v.push_back(bufs.back().data());
+    if (tq) {
+      bufs.emplace_back(&be, sc_elems * 2);
+      bufs.emplace_back(&be, sc_elems * 2);
+      auto* ks = static_cast<uint16_t*>(bufs[bufs.size() - 2].data());
+      auto* vs = static_cast<uint16_t*>(bufs.back().data());
+      cuda::fill_random_16(ks, int64_t(sc_elems), 4.0f, 12.0f, false, 5 + s);
+      cuda::fill_random_16(vs, int64_t(sc_elems), 4.0f, 12.0f, false, 7 + s);
+      c.ks.push_back(ks);
+      c.vs.push_back(vs);
+    }
+  }
+  DeviceBuffer q(&be, size_t(B) * n_head * d * 4), out(&be, size_t(B) * n_head * d * 4);
+  std::vector<float> qh(size_t(B) * n_head * d);
+  for (size_t i = 0; i < qh.size(); ++i) qh[i] = std::sin(float(i) * 0.37f);
+  be.upload(q.data(), qh.data(), qh.size() * 4);
+  std::vector<int32_t> lens(static_cast<size_t>(B), static_cast<int32_t>(L));
+  DeviceBuffer lens_d(&be, size_t(B) * 4);
+  be.upload(lens_d.data(), lens.data(), size_t(B) * 4);
+  cuda::AttnShape s;
+  s.batch = B, s.n_head = n_head, s.n_head_kv = n_kv, s.head_dim = d, s.max_len = L,
+  s.format = fmt;
+  c.plan = cuda::choose_attention(cuda::device_info(), s);
+  DeviceBuffer ws(&be, cuda::decode_attention_workspace(c.plan, B, n_head, d));
+  cuda::DecodeAttnArgs& a = c.args;
+  a.q = q.f32(), a.out = out.f32(), a.format = fmt;
+  a.seq_stride = n_kv * cap, a.head_stride = cap;
+  a.lens = static_cast<const int32_t*>(lens_d.data());
+  a.batch = B, a.n_head = n_head, a.n_head_kv = n_kv, a.head_dim = d;
+  a.k_codec = &kc, a.v_codec = &vc, a.workspace = ws.f32();
+  cuda_synchronize();
+  const double ms = cuda::time_median_ms(run_decode, &c, 5, 50);
+  // Bytes the kernel must read: K and V of every visible token (codes + scales for TQ).
+  const double bytes = double(B) * n_kv * L * (tq ? 2.0 * (d / 2 + 2) : 2.0 * d * 2);
+  Row r;
+  r.kernel = tq ? "tq4_decode" : "bf16_decode";
+  r.batch = B;
+  r.ctx = L;
+  r.us = ms * 1e3;
+  r.gbps = bytes / (ms * 1e-3) / 1e9;
+  return r;
+}
+
+struct LinearCtx {
+  Backend* be;
+  const Weight* w;
+  const float* x;
+  float* out;
+  int64_t T;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string csv;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
+    if (!std::strcmp(argv[i], "--quick")) quick = true;
+  }
+  if (!cuda_available()) {
+    std::printf("no CUDA GPU: %s\n", cuda_device_summary().c_str());
+    return 0;
+  }
+  std::printf("device: %s\n", cuda_device_summary().c_str());
+  auto be = make_cuda_backend();
+  const double copy_gbps = cuda::measure_copy_gbps(size_t(2) << 30);
+  std::printf("ceiling: device-to-device copy %.0f GB/s (read + write)\n", copy_gbps);
+
+  quant::TqFormat f;
+  quant::VectorCodec kcodec(f.key_config()), vcodec(f.value_config());
+  const cuda::TqCodecDev kc = cuda::make_tq_codec_dev(kcodec), vc = cuda::make_tq_codec_dev(vcodec);
+  std::vector<Row> rows;
+  std::vector<int64_t> ctxs = quick ? std::vector<int64_t>{32768} : std::vector<int64_t>{4096, 32768, 131072};
+  for (int B : {1, 8})
+    for (int64_t L : ctxs)
+      for (auto fmt : {cuda::KvFormat::BF16, cuda::KvFormat::TurboQuant})
+        rows.push_back(bench_decode(*be, fmt, B, L, kc, vc));
+
+  // TurboQuant encode (conversion of a dense f32 layer slice): read f32, write codes + scales.
+  {
+    const int64_t T = 32768, n_kv = 8, d = 128;
+    DeviceBuffer x(be.get(), size_t(T * n_kv * d) * 4), codes(be.get(), size_t(T * n_kv * d / 2)),
+        sc(be.get(), size_t(T * n_kv) * 2);
+    cuda::fill_random_16(static_cast<uint16_t*>(x.data()), T * n_kv * d * 2, -1.0f, 1.0f, false, 3);
+    struct E {
+      const float* x;
+      uint8_t* c;
+      uint16_t* s;
+      const cuda::TqCodecDev* kc;
+    } e{x.f32(), static_cast<uint8_t*>(codes.data()), static_cast<uint16_t*>(sc.data()), &kc};
+    const double ms = cuda::time_median_ms(
+        [](void* p) {
+          auto* e = static_cast<E*>(p);
+          cuda::tq_encode(e->x, 32768, 8, 8 * 128, 128, *e->kc, e->c, e->s, 32768, 0);
+        },
+        &e, 3, 20);
+    Row r;
+    r.kernel = "tq4_encode";
+    r.batch = 1;
+    r.ctx = T;
+    r.us = ms * 1e3;
+    r.gbps = double(T * n_kv) * (d * 4 + d / 2 + 2) / (ms * 1e-3) / 1e9;
+    rows.push_back(r);
+  }
+  // cuBLASLt linear layers through Backend::linear (x f32 -> bf16, GEMM, f32 out).
+  for (auto [T, N, K] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {4096, 4096, 4096}, {4096, 12288, 4096}, {1, 12288, 4096}, {32, 12288, 4096}}) {
+    std::vector<uint16_t> wh(size_t(N * K));
+    for (size_t i = 0; i < wh.size(); ++i) wh[i] = uint16_t(0x3c00 ^ (i * 2654435761u >> 20 & 0x3ff));
+    Weight w = be->load_weight(DType::BF16, wh.data(), N, K);
+    DeviceBuffer x(be.get(), size_t(T * K) * 4), out(be.get(), size_t(T * N) * 4);
+    cuda::fill_random_16(static_cast<uint16_t*>(x.data()), T * K * 2, -1.0f, 1.0f, false, 9);
+    LinearCtx lc{be.get(), &w, x.f32(), out.f32(), T};
+    be->linear(lc.x, T, w, lc.out);  // plan + warm-up on the backend's stream
+    cuda_synchronize();
+    // The backend queues on its own stream: time with a host clock around a synchronize.
+    const double ms = cuda::time_median_ms(
+        [](void* p) {
+          auto* c = static_cast<LinearCtx*>(p);
+          c->be->linear(c->x, c->T, *c->w, c->out);
+          cuda_synchronize();
+        },
+        &lc, 3, 20);
+    Row r;
+    r.kernel = "linear_" + std::to_string(N) + "x" + std::to_string(K);
+    r.batch = int(T);
+    r.ctx = 0;
+    r.us = ms * 1e3;
+    r.tflops = 2.0 * T * N * K / (ms * 1e-3) / 1e12;
+    r.gbps = double(N * K * 2 + T * K * 4 + T * N * 4) / (ms * 1e-3) / 1e9;
+    rows.push_back(r);
+  }
+
+  std::printf("\n%-22s %5s %7s %10s %9s %8s %9s\n", "kernel", "B/T", "ctx", "time_us", "GB/s",
+              "%copyBW", "TFLOP/s");
+  FILE* out = csv.empty() ? nullptr : std::fopen(csv.c_str(), "w");
+  if (out) std::fprintf(out, "kernel,batch,ctx,us,gbps,tflops\n");
+  for (const Row& r : rows) {
+    std::printf("%-22s %5d %7lld %10.1f %9.0f %7.0f%% %9.1f\n", r.kernel.c_str(), r.batch,
+                (long long)r.ctx, r.us, r.gbps, 100.0 * r.gbps / copy_gbps, r.tflops);
+    if (out)
+      std::fprintf(out, "%s,%d,%lld,%.2f,%.1f,%.2f\n", r.kernel.c_str(), r.batch,
+                   (long long)r.ctx, r.us, r.gbps, r.tflops);
+  }
+  if (out) {
+    std::fprintf(out, "copy_ceiling,0,0,0,%.1f,0\n", copy_gbps);
+    std::fclose(out);
+  }
+  return 0;
+}

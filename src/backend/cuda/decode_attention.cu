@@ -1,0 +1,412 @@
+// Split-K decode attention on tensor cores for dense bf16 and TurboQuant 4-bit K/V: one block per
+// (sequence, kv head, <=8-head query subgroup, context split), then a merge kernel per query head.
+//
+// Per warp and tile of tokens, scores are S^T[g, tok] = Q[g, :] . K[tok, :]^T (m16n8k16: rows =
+// the group's query heads, cols = 8 tokens, k = 16 coordinates) and the output is
+// O^T[coord, g] += V^T[coord, tok] . P^T[tok, g] (rows = 16 coordinates, cols = heads, k = 16
+// tokens): the score accumulators are already the P^T operand, so nothing is transposed. Each
+// lane reads its tokens' bytes with 8/16-byte loads; coordinates are permuted inside the MMAs so
+// that a lane's bytes are contiguous (the permutation is applied to Q and undone on output).
+// TurboQuant codes become MMA operands through a byte -> half2 table (two centroids per byte),
+// replicated per lane in shared memory so lookups never conflict; the query is rotated once per
+// block and the output rotated back once per head in the merge.
+#include <cmath>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/tq_cuda.h"
+
+namespace tq::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kNegInf = -INFINITY;
+
+struct DecodeParams {
+  const float* q;
+  float* part_acc;  // [B][n_head][n_split][D]
+  float* part_ml;   // [B][n_head][n_split][2]
+  const uint8_t* k;
+  const uint8_t* v;
+  const uint16_t* ks;
+  const uint16_t* vs;
+  int64_t seq_stride, head_stride;
+  const int32_t* lens;
+  int n_head, G, n_split, n_sub;
+  float qscale;  // softmax scale * log2(e)
+  float kcent[16], vcent[16];
+  uint32_t ksign_in[8], ksign_out[8];
+};
+
+__device__ __forceinline__ bool sign_bit(const uint32_t* mask, int i) {
+  return (mask[i >> 5] >> (i & 31)) & 1u;
+}
+
+template <int D, bool TQ>
+struct Shape {
+  static constexpr int KC = D / 16;            // score k-chunks = PV m-tiles
+  static constexpr int TILE = TQ ? 32 : 16;    // tokens per warp iteration
+  static constexpr int NT = TILE / 8;          // score n-tiles
+  static constexpr int KS = TILE / 16;         // PV k-steps
+  static constexpr int KW = TQ ? D / 32 : D / 8;   // K words per lane per token
+  static constexpr int VW = TQ ? D / 64 : D / 16;  // V words per lane per token
+  static constexpr int TOKEN_BYTES = TQ ? D / 2 : D * 2;
+  static constexpr int LUT_WORDS = TQ ? 2 * 256 * 32 : 0;
+  static constexpr size_t smem_bytes() {
+    return size_t(LUT_WORDS) * 4 + size_t(8 * D) * 4 + size_t(kWarps * 8 * D) * 4 +
+           size_t(2 * kWarps * 8) * 4;
+  }
+};
+
+template <int D, bool TQ>
+__global__ void __launch_bounds__(kThreads, 2) decode_kernel(const DecodeParams p) {
+  using S = Shape<D, TQ>;
+  extern __shared__ uint32_t smem[];
+  uint32_t* klut = smem;                       // TQ: [256][32] half2 (c[lo nibble], c[hi nibble])
+  uint32_t* vlut = smem + S::LUT_WORDS / 2;
+  float* qs = reinterpret_cast<float*>(smem + S::LUT_WORDS);  // [8][D]
+  float* wacc = qs + 8 * D;                                    // [kWarps][8][D]
+  float* wm = wacc + kWarps * 8 * D;                           // [kWarps][8]
+  float* wl = wm + kWarps * 8;
+
+  const int split = blockIdx.x, hk = blockIdx.y / p.n_sub, sub = blockIdx.y % p.n_sub;
+  const int b = blockIdx.z;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gid = lane >> 2, tig = lane & 3;
+  const int g0 = sub * 8, gn = min(8, p.G - g0);
+  const int L = p.lens[b];
+  const int n_tiles = (L + S::TILE - 1) / S::TILE;
+  const int tile_begin = int(int64_t(n_tiles) * split / p.n_split);
+  const int tile_end = int(int64_t(n_tiles) * (split + 1) / p.n_split);
+
+  if constexpr (TQ) {
+    for (int i = tid; i < 256 * 32; i += kThreads) {
+      const int e = i >> 5;
+      klut[i] = pack_half2(p.kcent[e & 15], p.kcent[e >> 4]);
+      vlut[i] = pack_half2(p.vcent[e & 15], p.vcent[e >> 4]);
+    }
+  }
+  const int q_head0 = hk * p.G + g0;
+  const float* qsrc = p.q + (int64_t(b) * p.n_head + q_head0) * D;
+  for (int i = tid; i < 8 * D; i += kThreads) qs[i] = i / D < gn ? qsrc[i] : 0.0f;
+  __syncthreads();
+  if constexpr (TQ) {  // y = D2 H D1 q / sqrt(D), all rows at once
+    for (int i = tid; i < 8 * D; i += kThreads)
+      if (sign_bit(p.ksign_in, i % D)) qs[i] = -qs[i];
+    __syncthreads();
+    for (int h = 1; h < D; h <<= 1) {
+      for (int i = tid; i < 8 * D / 2; i += kThreads) {
+        const int g = i / (D / 2), r = i % (D / 2);
+        const int j = (r / h) * 2 * h + (r % h);
+        float* row = qs + g * D;
+        const float x = row[j], y = row[j + h];
+        row[j] = x + y;
+        row[j + h] = x - y;
+      }
+      __syncthreads();
+    }
+    const float s = p.qscale * rsqrtf(float(D));
+    for (int i = tid; i < 8 * D; i += kThreads)
+      qs[i] *= sign_bit(p.ksign_out, i % D) ? -s : s;
+  } else {
+    for (int i = tid; i < 8 * D; i += kThreads) qs[i] *= p.qscale;
+  }
+  __syncthreads();
+
+  // Query fragments: k-chunk kc, lane tig covers coordinate pairs tig * D/8 + 2kc + {0, 1}.
+  uint32_t qa0[S::KC], qa2[S::KC];
+#pragma unroll
+  for (int kc = 0; kc < S::KC; ++kc) {
+    const int p0 = tig * (D / 8) + 2 * kc;
+    const float* row = qs + gid * D;
+    if constexpr (TQ) {
+      qa0[kc] = pack_half2(row[2 * p0], row[2 * p0 + 1]);
+      qa2[kc] = pack_half2(row[2 * p0 + 2], row[2 * p0 + 3]);
+    } else {
+      qa0[kc] = pack_bf162(row[2 * p0], row[2 * p0 + 1]);
+      qa2[kc] = pack_bf162(row[2 * p0 + 2], row[2 * p0 + 3]);
+    }
+  }
+
+  const int64_t base = int64_t(b) * p.seq_stride + int64_t(hk) * p.head_stride;
+  const uint8_t* kbase = p.k + base * S::TOKEN_BYTES + tig * (S::KW * 4);
+  const uint8_t* vbase = p.v + base * S::TOKEN_BYTES + gid * (S::VW * 4);
+  const uint16_t* ksb = TQ ? p.ks + base : nullptr;
+  const uint16_t* vsb = TQ ? p.vs + base : nullptr;
+  const uint32_t* my_klut = klut + lane;
+  const uint32_t* my_vlut = vlut + lane;
+
+  float m_run = kNegInf, l_run = 0.0f;  // row g = gid
+  float acc[S::KC][4];
+#pragma unroll
+  for (int m = 0; m < S::KC; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
+
+  for (int tile = tile_begin + warp; tile < tile_end; tile += kWarps) {
+    const int tb = tile * S::TILE;
+    uint32_t kw[S::NT][S::KW];
+    uint32_t vw[S::KS][4][S::VW];
+#pragma unroll
+    for (int nt = 0; nt < S::NT; ++nt) {
+      const int t = min(tb + nt * 8 + gid, L - 1);
+      load_words(kbase + int64_t(t) * S::TOKEN_BYTES, kw[nt]);
+    }
+#pragma unroll
+    for (int ks = 0; ks < S::KS; ++ks)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int t = min(tb + ks * 16 + 2 * tig + (r & 1) + (r >> 1) * 8, L - 1);
+        load_words(vbase + int64_t(t) * S::TOKEN_BYTES, vw[ks][r]);
+      }
+    float2 ksc[S::NT], vsc[S::NT];
+#pragma unroll
+    for (int nt = 0; nt < S::NT; ++nt) {
+      if constexpr (TQ) {
+        const int t = min(tb + nt * 8 + 2 * tig, (L - 1) & ~1);
+        ksc[nt] = unpack_half2(__ldg(reinterpret_cast<const uint32_t*>(ksb + t)));
+        vsc[nt] = unpack_half2(__ldg(reinterpret_cast<const uint32_t*>(vsb + t)));
+      } else {
+        ksc[nt] = vsc[nt] = make_float2(1.0f, 1.0f);
+      }
+    }
+
+    // Scores for the tile: row gid (query head), tokens nt*8 + 2tig + {0, 1}.
+    float s[S::NT][4];
+#pragma unroll
+    for (int nt = 0; nt < S::NT; ++nt) {
+      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+      for (int kc = 0; kc < S::KC; ++kc) {
+        uint32_t b0, b1;
+        if constexpr (TQ) {
+          const uint32_t w = kw[nt][kc / 2];
+          const int sh = (kc & 1) * 16;
+          b0 = my_klut[((w >> sh) & 0xffu) << 5];
+          b1 = my_klut[((w >> (sh + 8)) & 0xffu) << 5];
+        } else {
+          b0 = kw[nt][2 * kc];
+          b1 = kw[nt][2 * kc + 1];
+        }
+        mma16816<!TQ>(s[nt], qa0[kc], 0u, qa2[kc], 0u, b0, b1);
+      }
+    }
+    float mx = kNegInf;
+#pragma unroll
+    for (int nt = 0; nt < S::NT; ++nt) {
+      const int t = tb + nt * 8 + 2 * tig;
+      s[nt][0] = t < L ? s[nt][0] * ksc[nt].x : kNegInf;
+      s[nt][1] = t + 1 < L ? s[nt][1] * ksc[nt].y : kNegInf;
+      mx = fmaxf(mx, fmaxf(s[nt][0], s[nt][1]));
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(m_run, mx);
+    const float m_use = m_new == kNegInf ? 0.0f : m_new;
+    const float corr = exp2f(m_run - m_use);
+    float psum = 0.0f;
+    uint32_t pb[S::NT];
+#pragma unroll
+    for (int nt = 0; nt < S::NT; ++nt) {
+      const float p0 = exp2f(s[nt][0] - m_use), p1 = exp2f(s[nt][1] - m_use);
+      psum += p0 + p1;
+      const float w0 = p0 > 0.0f ? p0 * vsc[nt].x : 0.0f;
+      const float w1 = p1 > 0.0f ? p1 * vsc[nt].y : 0.0f;
+      pb[nt] = TQ ? pack_half2(w0, w1) : pack_bf162(w0, w1);
+    }
+    l_run = l_run * corr + psum;
+    m_run = m_new;
+    const float ca = __shfl_sync(0xffffffffu, corr, (2 * tig) * 4);
+    const float cb = __shfl_sync(0xffffffffu, corr, (2 * tig + 1) * 4);
+#pragma unroll
+    for (int m = 0; m < S::KC; ++m) {
+      acc[m][0] *= ca, acc[m][1] *= cb, acc[m][2] *= ca, acc[m][3] *= cb;
+    }
+
+    // O^T[coord, g] += V^T[coord, tok] P^T[tok, g]; m-tile m rows gid / gid+8 are the two
+    // coordinates of pair j = (D/16) * gid + m.
+#pragma unroll
+    for (int ks = 0; ks < S::KS; ++ks) {
+#pragma unroll
+      for (int m = 0; m < S::KC; ++m) {
+        uint32_t x[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          if constexpr (TQ) {
+            const uint32_t w = vw[ks][r][m / 4];
+            x[r] = my_vlut[((w >> ((m & 3) * 8)) & 0xffu) << 5];
+          } else {
+            x[r] = vw[ks][r][m];
+          }
+        }
+        mma16816<!TQ>(acc[m], prmt(x[0], x[1], 0x5410), prmt(x[0], x[1], 0x7632),
+                      prmt(x[2], x[3], 0x5410), prmt(x[2], x[3], 0x7632), pb[2 * ks],
+                      pb[2 * ks + 1]);
+      }
+    }
+  }
+
+  l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
+  l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
+  if (tig == 0) {
+    wm[warp * 8 + gid] = m_run;
+    wl[warp * 8 + gid] = l_run;
+  }
+#pragma unroll
+  for (int m = 0; m < S::KC; ++m) {
+    const int j = (D / 16) * gid + m;
+    float* w0 = wacc + (warp * 8 + 2 * tig) * D;
+    float* w1 = w0 + D;
+    w0[2 * j] = acc[m][0];
+    w1[2 * j] = acc[m][1];
+    w0[2 * j + 1] = acc[m][2];
+    w1[2 * j + 1] = acc[m][3];
+  }
+  __syncthreads();
+  for (int i = tid; i < gn * D; i += kThreads) {
+    const int g = i / D, c = i % D;
+    float M = kNegInf;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, wm[w * 8 + g]);
+    float a = 0.0f, l = 0.0f;
+    if (M != kNegInf) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float e = exp2f(wm[w * 8 + g] - M);
+        a += e * wacc[(w * 8 + g) * D + c];
+        l += e * wl[w * 8 + g];
+      }
+    }
+    const int64_t slot = (int64_t(b) * p.n_head + q_head0 + g) * p.n_split + split;
+    p.part_acc[slot * D + c] = a;
+    if (c == 0) {
+      p.part_ml[slot * 2] = M;
+      p.part_ml[slot * 2 + 1] = l;
+    }
+  }
+}
+
+// out[b, h] = (sum_s acc_s 2^(m_s - M)) / (sum_s l_s 2^(m_s - M)), rotated back by R_v^T for TQ.
+struct MergeParams {
+  const float* part_acc;
+  const float* part_ml;
+  float* out;
+  int n_split;
+  uint32_t vsign_in[8], vsign_out[8];
+};
+
+template <int D, bool TQ>
+__global__ void __launch_bounds__(D) merge_kernel(const MergeParams p) {
+  __shared__ float y[D];
+  __shared__ float red[2];
+  const int64_t row = blockIdx.x;  // b * n_head + h
+  const int c = threadIdx.x;
+  const float* ml = p.part_ml + row * p.n_split * 2;
+  if (c == 0) {
+    float M = kNegInf, l = 0.0f;
+    for (int s = 0; s < p.n_split; ++s) M = fmaxf(M, ml[2 * s]);
+    if (M != kNegInf)
+      for (int s = 0; s < p.n_split; ++s) l += exp2f(ml[2 * s] - M) * ml[2 * s + 1];
+    red[0] = M;
+    red[1] = l;
+  }
+  __syncthreads();
+  const float M = red[0], l = red[1];
+  float a = 0.0f;
+  if (M != kNegInf && l > 0.0f) {
+    const float* pa = p.part_acc + row * p.n_split * D + c;
+    for (int s = 0; s < p.n_split; ++s) {
+      const float m = ml[2 * s];
+      if (m != kNegInf) a += exp2f(m - M) * pa[int64_t(s) * D];
+    }
+    a /= l;
+  }
+  if constexpr (TQ) {  // x = D1 H D2 y / sqrt(D)
+    y[c] = sign_bit(p.vsign_out, c) ? -a : a;
+    __syncthreads();
+    for (int h = 1; h < D; h <<= 1) {
+      if (c < D / 2) {
+        const int j = (c / h) * 2 * h + (c % h);
+        const float u = y[j], w = y[j + h];
+        y[j] = u + w;
+        y[j + h] = u - w;
+      }
+      __syncthreads();
+    }
+    const float s = rsqrtf(float(D));
+    a = y[c] * (sign_bit(p.vsign_in, c) ? -s : s);
+  }
+  p.out[row * D + c] = a;
+}
+
+template <int D, bool TQ>
+void launch(const DecodeAttnArgs& a, const AttnPlan& plan, cudaStream_t st) {
+  using S = Shape<D, TQ>;
+  DecodeParams p{};
+  const int G = a.n_head / a.n_head_kv;
+  p.q = a.q;
+  p.part_acc = a.workspace;
+  p.part_ml = a.workspace + size_t(a.batch) * a.n_head * plan.n_split * D;
+  p.k = static_cast<const uint8_t*>(a.k);
+  p.v = static_cast<const uint8_t*>(a.v);
+  p.ks = a.k_scale;
+  p.vs = a.v_scale;
+  p.seq_stride = a.seq_stride;
+  p.head_stride = a.head_stride;
+  p.lens = a.lens;
+  p.n_head = a.n_head;
+  p.G = G;
+  p.n_split = plan.n_split;
+  p.n_sub = plan.n_sub;
+  p.qscale = (a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(float(D))) * kLog2e;
+  MergeParams mp{};
+  mp.part_acc = p.part_acc;
+  mp.part_ml = p.part_ml;
+  mp.out = a.out;
+  mp.n_split = plan.n_split;
+  if constexpr (TQ) {
+    for (int i = 0; i < 16; ++i) p.kcent[i] = a.k_codec->centroids[i], p.vcent[i] = a.v_codec->centroids[i];
+    for (int i = 0; i < 8; ++i) {
+      p.ksign_in[i] = a.k_codec->sign_in[i];
+      p.ksign_out[i] = a.k_codec->sign_out[i];
+      mp.vsign_in[i] = a.v_codec->sign_in[i];
+      mp.vsign_out[i] = a.v_codec->sign_out[i];
+    }
+  }
+  const size_t smem = S::smem_bytes();
+  static bool configured = false;  // per template instance
+  if (!configured) {
+    CUDA_CHECK(cudaFuncSetAttribute(decode_kernel<D, TQ>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    configured = true;
+  }
+  dim3 grid(plan.n_split, a.n_head_kv * plan.n_sub, a.batch);
+  decode_kernel<D, TQ><<<grid, kThreads, smem, st>>>(p);
+  check_last_launch("decode_kernel");
+  merge_kernel<D, TQ><<<a.batch * a.n_head, D, 0, st>>>(mp);
+  check_last_launch("merge_kernel");
+}
+
+}  // namespace
+
+size_t decode_attention_workspace(const AttnPlan& plan, int batch, int n_head, int head_dim) {
+  return size_t(batch) * n_head * plan.n_split * (head_dim + 2) * sizeof(float);
+}
+
+void decode_attention(const DecodeAttnArgs& a, const AttnPlan& plan, void* stream) {
+  if (plan.kernel != AttnKernel::DecodeSplitK) raise(std::string("decode_attention: plan is ") + attn_kernel_name(plan.kernel));
+  if (a.n_head % a.n_head_kv != 0) raise("decode_attention: bad head counts");
+  const bool tq = a.format == KvFormat::TurboQuant;
+  if (tq && (!a.k_codec || !a.v_codec || !a.k_scale || !a.v_scale))
+    raise("decode_attention: TurboQuant needs codecs and scales");
+  cudaStream_t st = as_stream(stream);
+  switch (a.head_dim * 2 + (tq ? 1 : 0)) {
+    case 128: launch<64, false>(a, plan, st); return;
+    case 129: launch<64, true>(a, plan, st); return;
+    case 256: launch<128, false>(a, plan, st); return;
+    case 257: launch<128, true>(a, plan, st); return;
+    case 512: launch<256, false>(a, plan, st); return;
+    case 513: launch<256, true>(a, plan, st); return;
+  }
+  raise("decode_attention: head_dim " + std::to_string(a.head_dim) + " is not supported");
+}
+
+}  // namespace tq::cuda

@@ -1,0 +1,55 @@
+# TQ_GPU_ONLY: builds just what the GPU tests and benchmarks need (core, io, backend, quant, kv,
+# model, the CUDA backend, tests/unit/backend_cuda, tests/golden/cuda, bench/bench_cuda_*) on a
+# machine with only a compiler and the CUDA toolkit. TQ_THIRD_PARTY names a folder holding
+# include/fmt, include/nlohmann (header-only) and googletest/ (sources); docs/gpu.md says how.
+set(TQ_THIRD_PARTY "${CMAKE_CURRENT_SOURCE_DIR}/.gpu/third_party" CACHE PATH
+    "fmt + nlohmann headers and GoogleTest sources for TQ_GPU_ONLY")
+find_package(Threads REQUIRED)
+
+add_library(tq_fmt_header INTERFACE)
+target_include_directories(tq_fmt_header INTERFACE ${TQ_THIRD_PARTY}/include)
+target_compile_definitions(tq_fmt_header INTERFACE FMT_HEADER_ONLY=1)
+add_library(fmt::fmt ALIAS tq_fmt_header)
+add_library(nlohmann_json::nlohmann_json ALIAS tq_fmt_header)
+
+function(tq_gpu_layer name dir)
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/${dir}/*.cpp)
+  add_library(tq_${name} STATIC ${srcs})
+  target_include_directories(tq_${name} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/src)
+  target_link_libraries(tq_${name} PUBLIC ${ARGN})
+endfunction()
+tq_gpu_layer(core core fmt::fmt Threads::Threads)
+tq_gpu_layer(io io tq_core nlohmann_json::nlohmann_json)
+tq_gpu_layer(backend backend tq_core)
+tq_gpu_layer(quant quant tq_core)
+tq_gpu_layer(kv kv tq_backend tq_quant)
+tq_gpu_layer(model model tq_io tq_backend tq_kv)
+include(${CMAKE_CURRENT_LIST_DIR}/cuda.cmake)
+if(NOT TQ_CUDA)
+  message(FATAL_ERROR "TQ_GPU_ONLY needs nvcc (TQ_CUDA)")
+endif()
+
+enable_testing()
+set(BUILD_GMOCK OFF CACHE BOOL "" FORCE)
+set(INSTALL_GTEST OFF CACHE BOOL "" FORCE)
+add_subdirectory(${TQ_THIRD_PARTY}/googletest ${CMAKE_BINARY_DIR}/googletest EXCLUDE_FROM_ALL)
+file(GLOB common_srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/common/*.cpp)
+add_library(tq_test_common STATIC ${common_srcs})
+target_include_directories(tq_test_common PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/tests)
+target_link_libraries(tq_test_common PUBLIC tq_io gtest)
+target_compile_definitions(tq_test_common PUBLIC TQ_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+  TQ_BINARY_DIR="${PROJECT_BINARY_DIR}")
+
+foreach(t unit/backend_cuda golden/cuda)
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/${t}/*.cpp)
+  string(REPLACE "/" "_" name ${t})
+  add_executable(${name} ${srcs})
+  target_link_libraries(${name} PRIVATE tq_backend_cuda tq_model tq_test_common gtest_main)
+  add_test(NAME ${name} COMMAND ${name})
+endforeach()
+file(GLOB bench_srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/bench/bench_cuda_*.cpp)
+foreach(src ${bench_srcs})
+  get_filename_component(name ${src} NAME_WE)
+  add_executable(${name} ${src})
+  target_link_libraries(${name} PRIVATE tq_backend_cuda tq_model)
+endforeach()

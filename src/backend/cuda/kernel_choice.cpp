@@ -1,0 +1,46 @@
+// choose_attention: the rules that map (device, shapes, formats) to an attention kernel.
+#include "backend/cuda/kernel_choice.h"
+
+#include <algorithm>
+
+namespace tq::cuda {
+
+const char* attn_kernel_name(AttnKernel k) {
+  switch (k) {
+    case AttnKernel::Generic: return "generic";
+    case AttnKernel::DecodeSplitK: return "decode_splitk";
+    case AttnKernel::Unsupported: return "unsupported";
+  }
+  return "?";
+}
+
+AttnPlan choose_attention(const DeviceInfo& dev, const AttnShape& s) {
+  AttnPlan p;
+  if (s.n_head_kv <= 0 || s.n_head <= 0 || s.n_head % s.n_head_kv != 0 || s.batch <= 0) return p;
+  const bool d_ok = s.head_dim == 64 || s.head_dim == 128 || s.head_dim == 256;
+  const bool mma_ok = dev.sm_major >= 8;  // mma.sync m16n8k16 with f16/bf16 operands
+  const int64_t group = s.n_head / s.n_head_kv;
+  switch (s.format) {
+    case KvFormat::F32:
+      p.kernel = AttnKernel::Generic;
+      return p;
+    case KvFormat::BF16:
+      if (!d_ok || !mma_ok || s.n_query != 1) return p;
+      break;
+    case KvFormat::TurboQuant:
+      // The fused kernel decodes 4-bit codes with a byte -> half2 table and undoes a Hadamard.
+      if (!d_ok || !mma_ok || s.n_query != 1 || s.key_bits != 4 || s.value_bits != 4 ||
+          !s.hadamard || !s.fp16_scale)
+        return p;
+      break;
+  }
+  p.kernel = AttnKernel::DecodeSplitK;
+  p.n_sub = int((group + 7) / 8);
+  const int64_t base = s.batch * s.n_head_kv * p.n_sub;
+  const int64_t want = (4LL * dev.n_sm + base - 1) / base;  // ~4 blocks per SM in one wave
+  const int64_t most = std::max<int64_t>(1, (s.max_len + kMinSplitTokens - 1) / kMinSplitTokens);
+  p.n_split = int(std::clamp<int64_t>(want, 1, std::min<int64_t>(most, 1024)));
+  return p;
+}
+
+}  // namespace tq::cuda

@@ -1,0 +1,45 @@
+// Kernel choice for attention as a pure function of (device, shapes, formats): returns which
+// kernel runs and its launch split. Pure C++ (no CUDA), so it is unit-tested on any machine.
+#pragma once
+#include <cstdint>
+
+namespace tq::cuda {
+
+struct DeviceInfo {
+  int sm_major = 9, sm_minor = 0;
+  int n_sm = 132;
+  int64_t smem_per_block_optin = 227 * 1024;
+};
+
+enum class KvFormat : uint8_t { F32, BF16, TurboQuant };
+
+enum class AttnKernel : uint8_t {
+  Generic,       // any shape, f32 K/V: one block per (query, head), online softmax (reference path)
+  DecodeSplitK,  // one query per sequence, tensor-core split-K over the context (bf16 or TQ K/V)
+  Unsupported,   // no device kernel for this shape/format
+};
+const char* attn_kernel_name(AttnKernel k);
+
+struct AttnShape {
+  int64_t batch = 1;           // sequences
+  int64_t n_query = 1;         // query positions per sequence in this call
+  int64_t n_head = 32, n_head_kv = 8, head_dim = 128;
+  int64_t max_len = 0;         // longest context (keys) of any sequence
+  KvFormat format = KvFormat::BF16;
+  int key_bits = 4, value_bits = 4;  // TurboQuant widths (integer bits; fractional: 0)
+  bool hadamard = true;        // TurboQuant rotation is the randomized Hadamard
+  bool fp16_scale = true;      // TurboQuant scale stored as fp16
+};
+
+struct AttnPlan {
+  AttnKernel kernel = AttnKernel::Unsupported;
+  int n_split = 1;      // context splits per (sequence, kv head) for split-K
+  int n_sub = 1;        // query-head subgroups of <= 8 heads per kv head
+  int threads = 128;
+};
+
+// Split-K sizing: about `waves` blocks per multiprocessor, each split at least kMinSplitTokens.
+constexpr int kMinSplitTokens = 256;
+AttnPlan choose_attention(const DeviceInfo& dev, const AttnShape& s);
+
+}  // namespace tq::cuda

@@ -1,0 +1,80 @@
+// Device kernels of the CUDA backend callable from host code (tests, benchmarks, caches): split-K
+// decode attention on bf16 or TurboQuant K/V, TurboQuant encode. Pointers are device memory.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cuda/kernel_choice.h"
+
+namespace tq::quant {
+class VectorCodec;
+}
+
+namespace tq::cuda {
+
+DeviceInfo device_info(int device = 0);
+
+// One TurboQuant codec as the kernels need it: 4-bit Lloyd-Max centroids and boundaries, the
+// Hadamard sign vectors as bit masks (bit i set: coordinate i is negated), the norm mode.
+struct TqCodecDev {
+  int head_dim = 128;
+  int bits = 4;
+  float centroids[16] = {};
+  float boundaries[15] = {};
+  uint32_t sign_in[8] = {}, sign_out[8] = {};  // D1, D2 of R = D2 H D1 / sqrt(d); d <= 256
+  bool corrected = false;
+};
+// Throws tq::Error when the codec is not one the device kernels support (4-bit, Hadamard,
+// fp16 scale, head_dim 64/128/256).
+TqCodecDev make_tq_codec_dev(const quant::VectorCodec& codec);
+
+// Device layout of a TurboQuant cache (structure of arrays, 16-byte aligned rows): for sequence
+// b, kv head h, token t, index i = b * seq_stride + h * head_stride + t (in tokens):
+//   codes  at codes  + i * head_dim / 2   (the packed 4-bit indices, VectorCodec's code bytes)
+//   scale  at scales + i                  (fp16 bits, VectorCodec's scale)
+// Dense bf16 K/V use the same indexing with head_dim bf16 values per token.
+// Capacity rule: head_stride >= max length rounded up to 32 (tiles read whole 32-token slots).
+struct DecodeAttnArgs {
+  const float* q = nullptr;  // [B, n_head, head_dim] f32
+  float* out = nullptr;      // [B, n_head, head_dim] f32
+  KvFormat format = KvFormat::BF16;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const uint16_t* k_scale = nullptr;  // TurboQuant only
+  const uint16_t* v_scale = nullptr;
+  int64_t seq_stride = 0, head_stride = 0;
+  const int32_t* lens = nullptr;  // [B] context length of each sequence (device)
+  int batch = 1, n_head = 32, n_head_kv = 8, head_dim = 128;
+  float scale = 0.0f;            // 0: 1 / sqrt(head_dim)
+  const TqCodecDev* k_codec = nullptr;  // host structs, TurboQuant only
+  const TqCodecDev* v_codec = nullptr;
+  float* workspace = nullptr;    // decode_attention_workspace() bytes of device memory
+};
+size_t decode_attention_workspace(const AttnPlan& plan, int batch, int n_head, int head_dim);
+// Queues the attention on `stream` (a cudaStream_t, nullptr = the legacy default stream).
+void decode_attention(const DecodeAttnArgs& a, const AttnPlan& plan, void* stream = nullptr);
+
+// Encodes n_token vectors per kv head into the device TurboQuant layout at tokens
+// [t0, t0 + n_token) of one sequence (codes/scales already offset to that sequence). Input
+// x(t, h) = x + t * x_token_stride + h * x_head_stride (floats): token-major new K/V for an
+// append, head-major dense storage for a conversion slice.
+void tq_encode(const float* x, int64_t n_token, int n_head_kv, int64_t x_token_stride,
+               int64_t x_head_stride, const TqCodecDev& codec, uint8_t* codes, uint16_t* scales,
+               int64_t head_stride, int64_t t0, void* stream = nullptr);
+
+// Conversions and fills used by tests and benchmarks (fills are hash-based: fast, reproducible
+// for a seed, and never zeros, which would time unrealistically).
+void f32_to_bf16(const float* x, uint16_t* y, int64_t n, void* stream = nullptr);
+void fill_random_bytes(void* p, size_t bytes, uint64_t seed, void* stream = nullptr);
+// Uniform values in [lo, hi) stored as fp16 (kBf16 = false) or bf16 bits.
+void fill_random_16(uint16_t* p, int64_t n, float lo, float hi, bool bf16, uint64_t seed,
+                    void* stream = nullptr);
+void check_last_launch(const char* what);  // throws tq::Error on a pending CUDA error
+
+// Benchmark timing on the legacy default stream: median milliseconds of `iters` runs of fn
+// (each between two events) after `warmup` runs.
+double time_median_ms(void (*fn)(void*), void* ctx, int warmup, int iters);
+// Device-to-device copy bandwidth in GB/s (bytes read + bytes written over the time).
+double measure_copy_gbps(size_t bytes);
+
+}  // namespace tq::cuda

@@ -1,0 +1,192 @@
+// TurboQuant on the device, write side: encoding K/V vectors into the device record layout (one
+// warp per vector: norm, Hadamard rotation by shuffles, Lloyd-Max quantization, packing), used by
+// compressed appends and sliced dense -> compressed conversion; plus random fills and
+// conversions for tests and benchmarks.
+#include <cmath>
+#include <cstring>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/tq_cuda.h"
+
+namespace tq::cuda {
+
+void check_last_launch(const char* what) {
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess)
+    raise(std::string("CUDA launch of ") + what + " failed: " + cudaGetErrorString(e));
+}
+
+namespace {
+
+__device__ __forceinline__ bool sign_set(const uint32_t* mask, int i) {
+  return (mask[i >> 5] >> (i & 31)) & 1u;
+}
+
+// One warp per (token, head): lane l holds coordinates [l * D/32, (l + 1) * D/32). The float
+// operations follow quant::Rotation::apply and VectorCodec::encode in the same order
+// (butterflies a + b / a - b by stage, no contraction), so the codes match the CPU's.
+template <int D>
+__global__ void __launch_bounds__(256) encode_kernel(const float* x, int64_t n_token, int n_kv,
+                                                     int64_t x_ts, int64_t x_hs,
+                                                     const TqCodecDev c, uint8_t* codes,
+                                                     uint16_t* scales, int64_t head_stride,
+                                                     int64_t t0) {
+  constexpr int PER = D / 32;
+  const int lane = threadIdx.x & 31;
+  const int64_t vec = int64_t(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
+  if (vec >= n_token * n_kv) return;
+  const int64_t t = vec / n_kv;
+  const int h = int(vec % n_kv);
+  const float* src = x + t * x_ts + h * x_hs + lane * PER;
+  float v[PER];
+  double ss = 0.0;
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    v[i] = src[i];
+    ss += double(v[i]) * double(v[i]);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float n = float(sqrt(ss));
+  const float inv = (n > 0.0f && isfinite(n)) ? __fdiv_rn(1.0f, n) : 0.0f;
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const float u = __fmul_rn(v[i], inv);
+    v[i] = sign_set(c.sign_in, lane * PER + i) ? -u : u;
+  }
+#pragma unroll
+  for (int h2 = 1; h2 < PER; h2 <<= 1)
+#pragma unroll
+    for (int i = 0; i < PER; ++i)
+      if (!(i & h2)) {
+        const float a = v[i], b = v[i + h2];
+        v[i] = __fadd_rn(a, b);
+        v[i + h2] = __fsub_rn(a, b);
+      }
+#pragma unroll
+  for (int lo = 1; lo < 32; lo <<= 1) {
+    const bool upper = lane & lo;
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      const float other = __shfl_xor_sync(0xffffffffu, v[i], lo);
+      v[i] = upper ? __fsub_rn(other, v[i]) : __fadd_rn(v[i], other);
+    }
+  }
+  const float s = __fdiv_rn(1.0f, __fsqrt_rn(float(D)));
+  uint32_t packed = 0;
+  double cc = 0.0;
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const float y = __fmul_rn(v[i], sign_set(c.sign_out, lane * PER + i) ? -s : s);
+    int idx = 0;
+#pragma unroll
+    for (int k = 0; k < 15; ++k) idx += y > c.boundaries[k] ? 1 : 0;
+    packed |= uint32_t(idx) << (4 * i);
+    cc += double(c.centroids[idx]) * double(c.centroids[idx]);
+  }
+  const int64_t rec = h * head_stride + t0 + t;
+  uint8_t* out = codes + rec * (D / 2) + lane * (PER / 2);
+#pragma unroll
+  for (int i = 0; i < PER / 2; ++i) out[i] = uint8_t(packed >> (8 * i));
+  if (c.corrected) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) cc += __shfl_xor_sync(0xffffffffu, cc, o);
+  }
+  if (lane == 0) {
+    const float sc = c.corrected ? float(double(n) / sqrt(cc)) : n;
+    const __half hs = __float2half_rn(sc);
+    scales[rec] = *reinterpret_cast<const uint16_t*>(&hs);
+  }
+}
+
+__global__ void f32_to_bf16_kernel(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    __nv_bfloat16 b = __float2bfloat16_rn(x[i]);
+    y[i] = *reinterpret_cast<uint16_t*>(&b);
+  }
+}
+
+__device__ __forceinline__ uint64_t mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+__global__ void fill_bytes_kernel(uint64_t* p, size_t n_words, uint64_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n_words;
+       i += size_t(gridDim.x) * blockDim.x)
+    p[i] = mix64(seed + i * 0x9e3779b97f4a7c15ull);
+}
+
+__global__ void fill_16_kernel(uint16_t* p, int64_t n, float lo, float hi, bool bf16,
+                               uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float u = float(mix64(seed + uint64_t(i) * 0x9e3779b97f4a7c15ull) >> 40) * 0x1p-24f;
+    const float v = lo + (hi - lo) * u;
+    if (bf16) {
+      __nv_bfloat16 b = __float2bfloat16_rn(v);
+      p[i] = *reinterpret_cast<uint16_t*>(&b);
+    } else {
+      __half h = __float2half_rn(v);
+      p[i] = *reinterpret_cast<uint16_t*>(&h);
+    }
+  }
+}
+
+}  // namespace
+
+void fill_random_bytes(void* p, size_t bytes, uint64_t seed, void* stream) {
+  const size_t words = bytes / 8;  // callers pass multiples of 8
+  if (words == 0) return;
+  fill_bytes_kernel<<<1024, 256, 0, as_stream(stream)>>>(static_cast<uint64_t*>(p), words, seed);
+  check_last_launch("fill_random_bytes");
+}
+
+void fill_random_16(uint16_t* p, int64_t n, float lo, float hi, bool bf16, uint64_t seed,
+                    void* stream) {
+  if (n <= 0) return;
+  fill_16_kernel<<<1024, 256, 0, as_stream(stream)>>>(p, n, lo, hi, bf16, seed);
+  check_last_launch("fill_random_16");
+}
+
+void tq_encode(const float* x, int64_t n_token, int n_head_kv, int64_t x_token_stride,
+               int64_t x_head_stride, const TqCodecDev& codec, uint8_t* codes, uint16_t* scales,
+               int64_t head_stride, int64_t t0, void* stream) {
+  if (n_token <= 0) return;
+  const int64_t n_vec = n_token * n_head_kv;
+  const int per_block = 8;
+  const unsigned grid = unsigned((n_vec + per_block - 1) / per_block);
+  cudaStream_t st = as_stream(stream);
+  switch (codec.head_dim) {
+    case 64:
+      encode_kernel<64><<<grid, 32 * per_block, 0, st>>>(x, n_token, n_head_kv, x_token_stride,
+                                                         x_head_stride, codec, codes, scales,
+                                                         head_stride, t0);
+      break;
+    case 128:
+      encode_kernel<128><<<grid, 32 * per_block, 0, st>>>(x, n_token, n_head_kv, x_token_stride,
+                                                          x_head_stride, codec, codes, scales,
+                                                          head_stride, t0);
+      break;
+    case 256:
+      encode_kernel<256><<<grid, 32 * per_block, 0, st>>>(x, n_token, n_head_kv, x_token_stride,
+                                                          x_head_stride, codec, codes, scales,
+                                                          head_stride, t0);
+      break;
+    default: raise("tq_encode: head_dim " + std::to_string(codec.head_dim) + " is not supported");
+  }
+  check_last_launch("tq_encode");
+}
+
+void f32_to_bf16(const float* x, uint16_t* y, int64_t n, void* stream) {
+  if (n <= 0) return;
+  const int64_t blocks = std::min<int64_t>((n + 255) / 256, 65535);
+  f32_to_bf16_kernel<<<unsigned(blocks), 256, 0, as_stream(stream)>>>(x, y, n);
+  check_last_launch("f32_to_bf16");
+}
+
+}  // namespace tq::cuda

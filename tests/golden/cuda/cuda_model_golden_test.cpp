@@ -1,0 +1,116 @@
+// The model on the CUDA backend against transformers' references (the same references the CPU
+// engine matches): last-position logits within bf16 tolerance, argmax agreement, and greedy
+// continuations. Fixtures: micro-qwen3 (in the repo) and tiny-qwen3 (../shared, or the folder
+// named by TQ_SHARED_DIR on a GPU machine). Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "backend/cuda/cuda_backend.h"
+#include "common/fixtures.h"
+#include "common/reference_cases.h"
+#include "model/model.h"
+
+namespace tq::test {
+namespace {
+
+std::optional<std::filesystem::path> model_dir(const std::string& name) {
+  if (name == "micro-qwen3") return repo_path("models/micro-qwen3");
+  if (const char* env = std::getenv("TQ_SHARED_DIR")) {
+    auto p = std::filesystem::path(env) / "models" / name;
+    if (std::filesystem::exists(p)) return p;
+  }
+  return shared_path("models/" + name);
+}
+
+int32_t argmax(const float* x, int64_t n) { return int32_t(std::max_element(x, x + n) - x); }
+
+class CudaModelGolden : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "no usable CUDA GPU here: skipping";
+    auto dir = model_dir(GetParam());
+    if (!dir) GTEST_SKIP() << GetParam() << " is absent: skipping";
+    be_ = make_cuda_backend();
+    model_ = Model::load(*dir, *be_);
+    ref_ = std::make_unique<ReferenceCases>(*dir / "reference");
+  }
+  std::unique_ptr<Backend> be_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<ReferenceCases> ref_;
+};
+
+TEST_P(CudaModelGolden, LogitsAndArgmaxMatchTransformers) {
+  const int64_t V = model_->config().vocab_size;
+  int64_t agree = 0, total = 0;
+  for (const auto& name : ref_->case_names("logits")) {
+    auto ids = ref_->ints(name + ".ids");
+    auto want = ref_->floats(name + ".last_logits");
+    auto want_argmax = ref_->ints(name + ".argmax");
+    KvCache cache = model_->new_cache();
+    std::vector<float> logits(ids.size() * size_t(V));
+    // Chunks of 512 tokens, as the CPU golden test scores.
+    for (size_t p = 0; p < ids.size(); p += 512) {
+      size_t n = std::min<size_t>(512, ids.size() - p);
+      model_->forward(std::span(ids).subspan(p, n), cache, LogitsMode::All,
+                      logits.data() + p * size_t(V));
+    }
+    const float* last = logits.data() + (ids.size() - 1) * size_t(V);
+    double num = 0, den = 0, worst = 0;
+    for (int64_t i = 0; i < V; ++i) {
+      const double d = double(last[i]) - want[size_t(i)];
+      num += d * d;
+      den += double(want[size_t(i)]) * want[size_t(i)];
+      worst = std::max(worst, std::abs(d));
+    }
+    const double rel = std::sqrt(num / den);
+    for (size_t t = 0; t < want_argmax.size(); ++t)
+      agree += argmax(logits.data() + t * size_t(V), V) == want_argmax[t];
+    total += int64_t(want_argmax.size());
+    std::printf("[%s cuda] %s: %zu tokens, last logits rel err %.2e, max abs %.3f\n",
+                GetParam().c_str(), name.c_str(), ids.size(), rel, worst);
+    EXPECT_LT(rel, 2e-2) << name;  // bf16 activations into every GEMM
+  }
+  ASSERT_GT(total, 0);
+  std::printf("[%s cuda] argmax agreement %lld / %lld\n", GetParam().c_str(), (long long)agree,
+              (long long)total);
+  EXPECT_GE(double(agree) / double(total), 0.98);
+}
+
+TEST_P(CudaModelGolden, GreedyContinuationsMatchTransformers) {
+  const int64_t V = model_->config().vocab_size;
+  int matched = 0, cases = 0;
+  for (const auto& name : ref_->case_names("greedy")) {
+    auto prompt = ref_->ints(name + ".ids");
+    auto want = ref_->ints(name + ".out");
+    KvCache cache = model_->new_cache();
+    std::vector<float> logits(static_cast<size_t>(V));
+    model_->forward(prompt, cache, LogitsMode::Last, logits.data());
+    std::vector<int32_t> got;
+    while (got.size() < want.size()) {
+      got.push_back(argmax(logits.data(), V));
+      model_->forward(std::span(got).last(1), cache, LogitsMode::Last, logits.data());
+    }
+    size_t same = 0;
+    while (same < got.size() && got[same] == want[same]) ++same;
+    std::printf("[%s cuda] %s: %zu of %zu greedy tokens before the first difference\n",
+                GetParam().c_str(), name.c_str(), same, want.size());
+    matched += got == want;
+    ++cases;
+    EXPECT_EQ(got, want) << name;
+  }
+  ASSERT_GT(cases, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModelGolden,
+                         ::testing::Values("micro-qwen3", "tiny-qwen3"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           std::replace(s.begin(), s.end(), '-', '_');
+                           return s;
+                         });
+
+}  // namespace
+}  // namespace tq::test

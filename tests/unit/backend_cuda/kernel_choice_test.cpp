@@ -1,0 +1,82 @@
+// Kernel choice (a pure function, runs on any machine): which attention kernel a shape gets.
+#include "backend/cuda/kernel_choice.h"
+
+#include <gtest/gtest.h>
+
+namespace tq::cuda {
+namespace {
+
+DeviceInfo h200() {
+  DeviceInfo d;
+  d.sm_major = 9;
+  d.sm_minor = 0;
+  d.n_sm = 132;
+  return d;
+}
+
+AttnShape decode(KvFormat f, int64_t batch, int64_t len) {
+  AttnShape s;
+  s.batch = batch;
+  s.n_query = 1;
+  s.n_head = 32;
+  s.n_head_kv = 8;
+  s.head_dim = 128;
+  s.max_len = len;
+  s.format = f;
+  return s;
+}
+
+TEST(KernelChoice, F32GoesToTheGenericKernel) {
+  AttnShape s = decode(KvFormat::F32, 1, 4096);
+  s.n_query = 300;
+  EXPECT_EQ(choose_attention(h200(), s).kernel, AttnKernel::Generic);
+}
+
+TEST(KernelChoice, DecodeOnBf16AndTurboQuantUsesSplitK) {
+  for (KvFormat f : {KvFormat::BF16, KvFormat::TurboQuant}) {
+    AttnPlan p = choose_attention(h200(), decode(f, 1, 131072));
+    EXPECT_EQ(p.kernel, AttnKernel::DecodeSplitK);
+    EXPECT_EQ(p.n_sub, 1);
+    // 8 kv heads: about 4 blocks per SM -> 66 splits of ~2K tokens.
+    EXPECT_EQ(p.n_split, 66);
+  }
+}
+
+TEST(KernelChoice, SplitsShrinkWithBatchAndShortContexts) {
+  AttnPlan big = choose_attention(h200(), decode(KvFormat::TurboQuant, 8, 32768));
+  EXPECT_EQ(big.n_split, 9);  // 64 (seq, head) pairs: ceil(528 / 64)
+  AttnPlan tiny = choose_attention(h200(), decode(KvFormat::TurboQuant, 1, 300));
+  EXPECT_EQ(tiny.n_split, 2);  // at least kMinSplitTokens per split
+  AttnPlan huge_batch = choose_attention(h200(), decode(KvFormat::BF16, 256, 8192));
+  EXPECT_EQ(huge_batch.n_split, 1);
+}
+
+TEST(KernelChoice, LargeGroupsUseSubgroupsOfEightHeads) {
+  AttnShape s = decode(KvFormat::BF16, 1, 8192);
+  s.n_head = 64;
+  s.n_head_kv = 4;
+  EXPECT_EQ(choose_attention(h200(), s).n_sub, 2);
+}
+
+TEST(KernelChoice, UnsupportedShapesAndFormatsAreSaid) {
+  AttnShape s = decode(KvFormat::TurboQuant, 1, 4096);
+  s.key_bits = 3;
+  EXPECT_EQ(choose_attention(h200(), s).kernel, AttnKernel::Unsupported);
+  s = decode(KvFormat::TurboQuant, 1, 4096);
+  s.hadamard = false;
+  EXPECT_EQ(choose_attention(h200(), s).kernel, AttnKernel::Unsupported);
+  s = decode(KvFormat::BF16, 1, 4096);
+  s.head_dim = 96;
+  EXPECT_EQ(choose_attention(h200(), s).kernel, AttnKernel::Unsupported);
+  s = decode(KvFormat::BF16, 1, 4096);
+  s.n_query = 16;  // prefill on bf16 K/V has no tensor-core kernel yet
+  EXPECT_EQ(choose_attention(h200(), s).kernel, AttnKernel::Unsupported);
+  DeviceInfo old = h200();
+  old.sm_major = 7;
+  EXPECT_EQ(choose_attention(old, decode(KvFormat::BF16, 1, 4096)).kernel,
+            AttnKernel::Unsupported);
+  EXPECT_STREQ(attn_kernel_name(AttnKernel::DecodeSplitK), "decode_splitk");
+}
+
+}  // namespace
+}  // namespace tq::cuda
