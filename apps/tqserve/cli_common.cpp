@@ -8,6 +8,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/progress.h"
+#include "core/memory_probe.h"
 #include "io/file.h"
 
 namespace tq::app {
@@ -87,6 +88,12 @@ void add_kv_options(CLI::App* c, KvArgs& a) {
   c->add_option("--kv-rotation", a.rotation, "TurboQuant rotation: hadamard or haar")
       ->capture_default_str()
       ->check(CLI::IsMember({"hadamard", "haar"}));
+  c->add_option("--kv-recent", a.recent,
+                "TurboQuant layers also keep their last N tokens exact (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
+  c->add_flag("--kv-norm-correction", a.norm_correction,
+              "Store ||x|| / ||code|| so decoded vectors keep their exact norm");
 }
 
 KvPolicy make_kv_policy(const KvArgs& a, const ModelConfig& cfg) {
@@ -105,9 +112,199 @@ KvPolicy make_kv_policy(const KvArgs& a, const ModelConfig& cfg) {
   with_context("TurboQuant format", [&] { p.format.validate(); });
   p.keep_dense = with_context("--kv-keep-dense",
                               [&] { return parse_layer_list(a.keep_dense, int(cfg.n_layer)); });
+  p.format.norm.corrected = a.norm_correction;
   p.convert_at = a.convert_at;
   p.slice_tokens = a.slice;
+  p.recent_exact = a.recent;
   return p;
+}
+
+}  // namespace tq::app
+
+// --- memory guard and turboquant switches (issue 9) ---
+namespace tq::app {
+namespace {
+
+bool parse_on_off(const std::string& flag, const std::string& v) {
+  if (v == "on" || v == "true" || v == "1") return true;
+  if (v == "off" || v == "false" || v == "0") return false;
+  fail("{}: expected on or off, got '{}'", flag, v);
+}
+
+void read_config_file(CLI::App* c, KvArgs& kv, GuardArgs& g);
+
+}  // namespace
+
+void add_guard_options(CLI::App* c, GuardArgs& g) {
+  c->add_option("--config", g.config_file,
+                "JSON settings file: {\"turboquant\": {enabled, mid_prefill, key_bits, value_bits, "
+                "keep_dense_layers, slice_tokens}, \"memory_guard\": {limit, min_host_headroom, soft, "
+                "hard, min_chunk, sustained_samples}}; command-line flags win")
+      ->check(CLI::ExistingFile);
+  c->add_option("--turboquant", g.turboquant,
+                "turboquant.enabled: on or off (default: what --kv says)")
+      ->check(CLI::IsMember({"on", "off"}));
+  c->add_option("--mid-prefill", g.mid_prefill,
+                "turboquant.mid_prefill: on lets the memory guard convert the KV cache mid-prefill "
+                "under memory pressure (inert, but kept, while turboquant is off)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  c->add_flag("--memory-guard", g.guard,
+              "Size prefill chunks by a memory guard even without --mem-limit (host headroom only)");
+  c->add_option("--mem-limit", g.mem_limit,
+                "Process memory limit for the guard: bytes (2G, 512MiB) or a percent of RAM (75%); "
+                "a cgroup limit tightens it");
+  c->add_option("--min-host-headroom", g.min_headroom,
+                "Host MemAvailable the guard keeps free, e.g. 1G");
+  c->add_option("--mem-soft", g.soft, "Soft threshold (fraction of the limit): chunks shrink above it")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 1.0));
+  c->add_option("--mem-hard", g.hard, "Hard threshold (fraction of the limit): no chunk crosses it")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 1.0));
+  c->add_option("--min-prefill-chunk", g.min_chunk,
+                "Smallest chunk the guard shrinks to; below it the pressure counts as sustained")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--pressure-samples", g.sustained,
+                "Consecutive pressured samples before the guard escalates (evict, convert, reject)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+}
+
+void apply_config_file(CLI::App* c, KvArgs& kv, GuardArgs& g) {
+  if (!g.config_file.empty()) read_config_file(c, kv, g);
+  if (g.turboquant == "on") kv.kv = "turboquant";
+  if (g.turboquant == "off") kv.kv = "dense";
+}
+
+namespace {
+void read_config_file(CLI::App* c, KvArgs& kv, GuardArgs& g) {
+  nlohmann::json j = read_json_file(g.config_file);
+  auto unset = [&](const char* flag) { return c->get_option(flag)->count() == 0; };
+  with_context(g.config_file, [&] {
+    auto num = [](const nlohmann::json& v, const char* key) {
+      if (!v.is_number()) fail("{} must be a number", key);
+      return v.get<double>();
+    };
+    auto boolean = [](const nlohmann::json& v, const char* key) {
+      if (!v.is_boolean()) fail("{} must be true or false", key);
+      return v.get<bool>();
+    };
+    auto str = [](const nlohmann::json& v, const char* key) {
+      if (v.is_number()) return v.dump();
+      if (!v.is_string()) fail("{} must be a string", key);
+      return v.get<std::string>();
+    };
+    if (auto t = j.find("turboquant"); t != j.end()) {
+      const auto& o = *t;
+      if (o.contains("enabled") && unset("--turboquant") && unset("--kv"))
+        g.turboquant = boolean(o["enabled"], "turboquant.enabled") ? "on" : "off";
+      if (o.contains("mid_prefill") && unset("--mid-prefill"))
+        g.mid_prefill = boolean(o["mid_prefill"], "turboquant.mid_prefill") ? "on" : "off";
+      if (o.contains("key_bits") && unset("--k-bits")) kv.k_bits = num(o["key_bits"], "turboquant.key_bits");
+      if (o.contains("value_bits") && unset("--v-bits"))
+        kv.v_bits = num(o["value_bits"], "turboquant.value_bits");
+      if (o.contains("keep_dense_layers") && unset("--kv-keep-dense"))
+        kv.keep_dense = str(o["keep_dense_layers"], "turboquant.keep_dense_layers");
+      if (o.contains("slice_tokens") && unset("--kv-slice"))
+        kv.slice = int64_t(num(o["slice_tokens"], "turboquant.slice_tokens"));
+    }
+    if (auto m = j.find("memory_guard"); m != j.end()) {
+      const auto& o = *m;
+      if (o.contains("limit") && unset("--mem-limit")) g.mem_limit = str(o["limit"], "memory_guard.limit");
+      if (o.contains("min_host_headroom") && unset("--min-host-headroom"))
+        g.min_headroom = str(o["min_host_headroom"], "memory_guard.min_host_headroom");
+      if (o.contains("soft") && unset("--mem-soft")) g.soft = num(o["soft"], "memory_guard.soft");
+      if (o.contains("hard") && unset("--mem-hard")) g.hard = num(o["hard"], "memory_guard.hard");
+      if (o.contains("min_chunk") && unset("--min-prefill-chunk"))
+        g.min_chunk = int64_t(num(o["min_chunk"], "memory_guard.min_chunk"));
+      if (o.contains("sustained_samples") && unset("--pressure-samples"))
+        g.sustained = int(num(o["sustained_samples"], "memory_guard.sustained_samples"));
+      if (o.contains("enabled") && unset("--memory-guard")) g.guard = boolean(o["enabled"], "memory_guard.enabled");
+    }
+  });
+}
+}  // namespace
+
+TurboQuantSwitches make_switches(const KvArgs& kv, const GuardArgs& g) {
+  TurboQuantSwitches s;
+  s.enabled = g.turboquant.empty() ? kv.kv == "turboquant" : parse_on_off("--turboquant", g.turboquant);
+  s.mid_prefill = parse_on_off("--mid-prefill", g.mid_prefill);
+  return s;
+}
+
+GuardOptions make_guard_options(const GuardArgs& g, const KvArgs& kv, int64_t prefill_chunk) {
+  GuardOptions o;
+  o.enabled = g.guard || !g.mem_limit.empty() || !g.min_headroom.empty();
+  TurboQuantSwitches sw = make_switches(kv, g);
+  o.mid_prefill = sw.mid_prefill_active();
+  if (!g.mem_limit.empty()) {
+    auto l = MemoryLimit::parse(g.mem_limit);
+    if (!l) fail("--mem-limit: '{}' is not a size (2G, 512MiB, 1048576) or a percent (75%)", g.mem_limit);
+    o.config.limit = *l;
+  }
+  if (!g.min_headroom.empty()) {
+    auto b = parse_byte_size(g.min_headroom);
+    if (!b) fail("--min-host-headroom: '{}' is not a size", g.min_headroom);
+    o.config.min_host_headroom = *b;
+  }
+  o.config.soft = g.soft;
+  o.config.hard = g.hard;
+  o.config.chunk = prefill_chunk;
+  o.config.min_chunk = std::min(g.min_chunk, prefill_chunk);
+  o.config.sustained_samples = g.sustained;
+  o.config.slice_tokens = kv.slice;
+  if (auto err = o.config.validate(); !err.empty()) fail("{}", err);
+  return o;
+}
+
+nlohmann::json settings_json(const GuardArgs& g, const KvArgs& kv, const GuardOptions& go) {
+  TurboQuantSwitches sw = make_switches(kv, g);
+  nlohmann::json j;
+  j["turboquant"] = {{"enabled", sw.enabled},
+                     {"mid_prefill", sw.mid_prefill},
+                     {"mid_prefill_effective", sw.mid_prefill_active()},
+                     {"key_bits", kv.k_bits},
+                     {"value_bits", kv.v_bits},
+                     {"keep_dense_layers", kv.keep_dense},
+                     {"slice_tokens", kv.slice}};
+  j["memory_guard"] = {{"enabled", go.enabled},
+                       {"limit", go.config.limit.describe()},
+                       {"min_host_headroom", go.config.min_host_headroom},
+                       {"soft", go.config.soft},
+                       {"hard", go.config.hard},
+                       {"prefill_chunk", go.config.chunk},
+                       {"min_chunk", go.config.min_chunk},
+                       {"sustained_samples", go.config.sustained_samples}};
+  return j;
+}
+
+nlohmann::json error_json(const RequestError& e) {
+  return {{"message", e.message},
+          {"type", e.retryable ? "server_busy" : "server_error"},
+          {"code", e.type},
+          {"retryable", e.retryable}};
+}
+
+int error_exit_code(const RequestError& e) { return e.retryable ? 75 : 1; }
+
+nlohmann::json conversion_json(bool converted, const ConversionStats& c, const std::string& trigger) {
+  if (!converted) return nullptr;
+  return {{"at_token", c.at_token},   {"trigger", trigger},
+          {"layers", c.layers},       {"slices", c.slices},
+          {"seconds", c.seconds},     {"dense_bytes", c.dense_bytes},
+          {"compressed_bytes", c.compressed_bytes}, {"peak_bytes", c.peak_bytes}};
+}
+
+nlohmann::json guard_json(const GuardReport& g) {
+  if (!g.enabled) return nullptr;
+  return {{"limit_bytes", g.limit},       {"hard_bytes", g.hard_bytes},
+          {"soft_bytes", g.soft_bytes},   {"peak_used_bytes", g.peak_used},
+          {"peak_rss_bytes", g.peak_rss}, {"samples", g.samples},
+          {"pressured_samples", g.pressured}, {"waits", g.waits},
+          {"eviction_tried", g.eviction_tried}, {"evicted_bytes", g.evicted_bytes},
+          {"min_chunk_used", g.min_chunk_used}};
 }
 
 }  // namespace tq::app

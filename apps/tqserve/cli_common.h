@@ -6,8 +6,10 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
+#include "engine/generate.h"
 #include "kv/kv_policy.h"
 #include "model/model.h"
 
@@ -36,9 +38,42 @@ struct KvArgs {
   int64_t convert_at = 0;
   int64_t slice = 8192;
   std::string rotation = "hadamard";
+  int64_t recent = 128;
+  bool norm_correction = false;
 };
 void add_kv_options(CLI::App* cmd, KvArgs& args);
 // Validates the options against the model (layers, head_dim): throws Error naming the flag.
 KvPolicy make_kv_policy(const KvArgs& args, const ModelConfig& cfg);
+
+// Memory guard and turboquant.enabled / turboquant.mid_prefill options (generate, score), and
+// a JSON config file with the same settings (flags given on the command line win).
+struct GuardArgs {
+  std::string config_file;
+  std::string turboquant;         // "on" / "off" / "" (then --kv decides)
+  std::string mid_prefill = "off";
+  bool guard = false;             // --memory-guard: guard without a limit (host headroom only)
+  std::string mem_limit;          // "2G", "75%", "" (none)
+  std::string min_headroom;       // "512M", "" (none)
+  double soft = 0.85, hard = 0.95;
+  int64_t min_chunk = 64;
+  int sustained = 3;
+};
+void add_guard_options(CLI::App* cmd, GuardArgs& args);
+// Reads args.config_file (when set) into the options that were not given on the command line;
+// throws Error naming the file and key on a bad value.
+void apply_config_file(CLI::App* cmd, KvArgs& kv, GuardArgs& g);
+// turboquant.enabled from --turboquant (else --kv); mid_prefill is kept even while the parent
+// is off (it is then inert).
+TurboQuantSwitches make_switches(const KvArgs& kv, const GuardArgs& g);
+// The guard of generate/score: enabled by --memory-guard, --mem-limit or --min-host-headroom.
+GuardOptions make_guard_options(const GuardArgs& g, const KvArgs& kv, int64_t prefill_chunk);
+// The settings as JSON (for --json output and the validation report).
+nlohmann::json settings_json(const GuardArgs& g, const KvArgs& kv, const GuardOptions& go);
+// A RequestError as an OpenAI-style error object; exit code 75 (EX_TEMPFAIL) when retryable.
+nlohmann::json error_json(const RequestError& e);
+int error_exit_code(const RequestError& e);
+// The conversion (null when none ran) and the guard's report, for --json output.
+nlohmann::json conversion_json(bool converted, const ConversionStats& c, const std::string& trigger);
+nlohmann::json guard_json(const GuardReport& g);
 
 }  // namespace tq::app

@@ -27,6 +27,7 @@ struct GenerateArgs {
   bool json = false;
   int64_t prefill_chunk = 512;
   KvArgs kv;
+  GuardArgs guard;
 };
 
 void run(const GenerateArgs& a) {
@@ -45,6 +46,7 @@ void run(const GenerateArgs& a) {
   opt.prefill_chunk = a.prefill_chunk;
   opt.progress = !a.json;
   opt.kv = make_kv_policy(a.kv, lm.model->config());
+  opt.guard = make_guard_options(a.guard, a.kv, a.prefill_chunk);
   StreamDetokenizer stream(tok, /*skip_special_tokens=*/true);
   GenerateResult r = generate(*lm.model, prompt, opt, [&](int32_t id) {
     if (!a.json) {
@@ -56,6 +58,15 @@ void run(const GenerateArgs& a) {
   // The first generated token comes from the prefill's logits: decode speed counts the rest.
   double decode_tps =
       r.ids.size() > 1 ? double(r.ids.size() - 1) / std::max(r.decode_seconds, 1e-9) : 0.0;
+  if (r.error.failed()) {
+    if (a.json)
+      std::cout << nlohmann::json{{"error", error_json(r.error)}, {"guard", guard_json(r.guard)}}.dump()
+                << "\n";
+    std::fprintf(stderr, "error: %s%s\n", r.error.message.c_str(),
+                 r.error.retryable ? " (retryable)" : "");
+    exit_code = error_exit_code(r.error);
+    return;
+  }
   if (a.json) {
     nlohmann::json j;
     j["prompt_tokens"] = r.prompt_tokens;
@@ -68,12 +79,9 @@ void run(const GenerateArgs& a) {
     j["kv_bytes"] = r.kv_bytes;
     j["kv_peak_bytes"] = r.kv_peak_bytes;
     j["kv"] = a.kv.kv;
-    if (r.converted)
-      j["conversion"] = {{"at_token", r.conversion.at_token},
-                         {"trigger", a.kv.convert_at > 0 ? "forced" : "after_prefill"},
-                         {"layers", r.conversion.layers},
-                         {"slices", r.conversion.slices},
-                         {"seconds", r.conversion.seconds}};
+    j["conversion"] = conversion_json(r.converted, r.conversion, r.conversion_trigger);
+    j["guard"] = guard_json(r.guard);
+    j["settings"] = settings_json(a.guard, a.kv, opt.guard);
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << stream.finish() << "\n";
@@ -110,8 +118,10 @@ void add_generate_command(CLI::App& app) {
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   c->add_flag("--json", a->json, "Print one JSON object (prompt_tokens, ids, text, speeds)");
   add_kv_options(c, a->kv);
-  c->callback([a, p, pi] {
+  add_guard_options(c, a->guard);
+  c->callback([a, p, pi, c] {
     if (p->count() == 0 && pi->count() == 0) fail("generate: give --prompt or --prompt-ids");
+    apply_config_file(c, a->kv, a->guard);
     run(*a);
   });
 }

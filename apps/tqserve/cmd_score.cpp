@@ -20,6 +20,7 @@ struct ScoreArgs {
   bool json = false;
   int64_t prefill_chunk = 512;
   KvArgs kv;
+  GuardArgs guard;
 };
 
 void run(const ScoreArgs& a) {
@@ -41,7 +42,18 @@ void run(const ScoreArgs& a) {
   opt.chunk = a.prefill_chunk;
   opt.progress = !a.json;
   opt.kv = make_kv_policy(a.kv, lm.model->config());
+  opt.guard = make_guard_options(a.guard, a.kv, a.prefill_chunk);
   ScoreResult r = score(*lm.model, ids, opt);
+  if (r.error.failed()) {
+    if (a.json)
+      std::cout << nlohmann::json{{"error", error_json(r.error)}, {"guard", guard_json(r.guard)},
+                                  {"scored_tokens", r.argmax.size()}}.dump()
+                << "\n";
+    std::fprintf(stderr, "error: %s%s\n", r.error.message.c_str(),
+                 r.error.retryable ? " (retryable)" : "");
+    exit_code = error_exit_code(r.error);
+    return;
+  }
   double ppl = std::exp(r.mean_nll);
   if (a.json) {
     nlohmann::json j;
@@ -54,12 +66,9 @@ void run(const ScoreArgs& a) {
     j["kv_final_bytes"] = r.kv_bytes;
     j["kv"] = a.kv.kv;
     j["conversion_point"] = r.converted ? nlohmann::json(r.conversion.at_token) : nlohmann::json();
-    if (r.converted)
-      j["conversion"] = {{"at_token", r.conversion.at_token},
-                         {"trigger", a.kv.convert_at > 0 ? "forced" : "from_start"},
-                         {"layers", r.conversion.layers},
-                         {"slices", r.conversion.slices},
-                         {"seconds", r.conversion.seconds}};
+    j["conversion"] = conversion_json(r.converted, r.conversion, r.conversion_trigger);
+    j["guard"] = guard_json(r.guard);
+    j["settings"] = settings_json(a.guard, a.kv, opt.guard);
     j["tokens_per_s"] = double(ids.size()) / std::max(r.seconds, 1e-9);
     std::cout << j.dump() << "\n";
   } else {
@@ -89,9 +98,11 @@ void add_score_command(CLI::App& app) {
               "Print n_tokens, mean_nll, ppl, nll[n-1], argmax[n], kv_bytes (peak), conversion "
               "point as JSON");
   add_kv_options(c, a->kv);
-  c->callback([a, f, i, fi] {
+  add_guard_options(c, a->guard);
+  c->callback([a, f, i, fi, c] {
     if (f->count() + i->count() + fi->count() == 0)
       fail("score: give --file, --ids or --ids-file");
+    apply_config_file(c, a->kv, a->guard);
     run(*a);
   });
 }

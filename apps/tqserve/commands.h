@@ -14,5 +14,6 @@ void add_tokenize_commands(CLI::App& app);  // tokenize and detokenize
 void add_inspect_command(CLI::App& app);
 void add_template_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
+void add_validate_command(CLI::App& app);  // and the hidden validate-cell
 
 }  // namespace tq::app

@@ -1,0 +1,57 @@
+// ConversionLane: the process-wide lane that serializes KV conversions (one at a time) and
+// publishes the running conversion's peak reservation to every memory guard.
+#pragma once
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+namespace tq {
+
+class ConversionLane;
+
+// Held while one conversion runs; releases the lane (and its reservation) when destroyed.
+class LaneTicket {
+ public:
+  LaneTicket() = default;
+  LaneTicket(LaneTicket&& o) noexcept : lane_(o.lane_) { o.lane_ = nullptr; }
+  LaneTicket& operator=(LaneTicket&& o) noexcept;
+  LaneTicket(const LaneTicket&) = delete;
+  LaneTicket& operator=(const LaneTicket&) = delete;
+  ~LaneTicket() { release(); }
+  bool held() const { return lane_ != nullptr; }
+  void release();
+
+ private:
+  friend class ConversionLane;
+  explicit LaneTicket(ConversionLane* lane) : lane_(lane) {}
+  ConversionLane* lane_ = nullptr;
+};
+
+class ConversionLane {
+ public:
+  // The one lane of this process (every engine and the CLI paths share it).
+  static ConversionLane& global();
+
+  // Takes the lane for `owner` (a model or request name, for the busy message) reserving
+  // `peak_bytes`; an empty ticket when another conversion holds it (a retryable "busy").
+  LaneTicket try_acquire(const std::string& owner, uint64_t peak_bytes);
+
+  // The reservation of the conversion now running (0 when the lane is free). Every guard adds
+  // this to its accounting, except the one whose own conversion it is.
+  uint64_t reserved_bytes() const;
+  bool busy() const;
+  std::string holder() const;  // owner of the running conversion ("" when free)
+  uint64_t conversions_total() const;
+  uint64_t conflicts_total() const;
+
+ private:
+  friend class LaneTicket;
+  void release();
+  mutable std::mutex mu_;
+  bool busy_ = false;
+  uint64_t reserved_ = 0;
+  std::string holder_;
+  uint64_t conversions_ = 0, conflicts_ = 0;
+};
+
+}  // namespace tq
