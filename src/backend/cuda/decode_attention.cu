@@ -35,7 +35,7 @@ struct DecodeParams {
   const int32_t* lens;
   int n_head, G, n_split, n_sub;
   float qscale;  // softmax scale * log2(e)
-  float kcent[16], vcent[16];
+  float cent[16];  // the shared K/V codebook
   uint32_t ksign_in[8], ksign_out[8];
 };
 
@@ -52,7 +52,7 @@ struct Shape {
   static constexpr int KW = TQ ? D / 32 : D / 8;   // K words per lane per token
   static constexpr int VW = TQ ? D / 64 : D / 16;  // V words per lane per token
   static constexpr int TOKEN_BYTES = TQ ? D / 2 : D * 2;
-  static constexpr int LUT_WORDS = TQ ? 2 * 256 * 32 : 0;
+  static constexpr int LUT_WORDS = TQ ? 256 * 32 : 0;
   static constexpr size_t smem_bytes() {
     return size_t(LUT_WORDS) * 4 + size_t(8 * D) * 4 + size_t(kWarps * 8 * D) * 4 +
            size_t(2 * kWarps * 8) * 4;
@@ -63,8 +63,9 @@ template <int D, bool TQ>
 __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const DecodeParams p) {
   using S = Shape<D, TQ>;
   extern __shared__ uint32_t smem[];
-  uint32_t* klut = smem;                       // TQ: [256][32] half2 (c[lo nibble], c[hi nibble])
-  uint32_t* vlut = smem + S::LUT_WORDS / 2;
+  // TQ: [256][32] half2 (c[lo nibble], c[hi nibble]), one copy per lane; K and V share it
+  // (their codebooks depend only on (head_dim, bits), checked at launch).
+  uint32_t* lut = smem;
   float* qs = reinterpret_cast<float*>(smem + S::LUT_WORDS);  // [8][D]
   float* wacc = qs + 8 * D;                                    // [kWarps][8][D]
   float* wm = wacc + kWarps * 8 * D;                           // [kWarps][8]
@@ -82,8 +83,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const DecodeParams 
   if constexpr (TQ) {
     for (int i = tid; i < 256 * 32; i += kThreads) {
       const int e = i >> 5;
-      klut[i] = pack_half2(p.kcent[e & 15], p.kcent[e >> 4]);
-      vlut[i] = pack_half2(p.vcent[e & 15], p.vcent[e >> 4]);
+      lut[i] = pack_half2(p.cent[e & 15], p.cent[e >> 4]);
     }
   }
   const int q_head0 = hk * p.G + g0;
@@ -133,37 +133,56 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const DecodeParams 
   const uint8_t* vbase = p.v + base * S::TOKEN_BYTES + gid * (S::VW * 4);
   const uint16_t* ksb = TQ ? p.ks + base : nullptr;
   const uint16_t* vsb = TQ ? p.vs + base : nullptr;
-  const uint32_t* my_klut = klut + lane;
-  const uint32_t* my_vlut = vlut + lane;
+  const uint32_t* my_lut = lut + lane;
 
   float m_run = kNegInf, l_run = 0.0f;  // row g = gid
   float acc[S::KC][4];
 #pragma unroll
   for (int m = 0; m < S::KC; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
 
-  for (int tile = tile_begin + warp; tile < tile_end; tile += kWarps) {
-    const int tb = tile * S::TILE;
+  // One tile's raw bytes; the next tile's loads are issued before the current one is used, so
+  // each warp keeps two tiles of K/V in flight.
+  struct TileRegs {
     uint32_t kw[S::NT][S::KW];
     uint32_t vw[S::KS][4][S::VW];
+    uint32_t ks[S::NT], vs[S::NT];
+  };
+  auto load_tile = [&](int tile, TileRegs& r) {
+    const int tb = tile * S::TILE;
 #pragma unroll
     for (int nt = 0; nt < S::NT; ++nt) {
       const int t = min(tb + nt * 8 + gid, L - 1);
-      load_words(kbase + int64_t(t) * S::TOKEN_BYTES, kw[nt]);
+      load_words(kbase + int64_t(t) * S::TOKEN_BYTES, r.kw[nt]);
     }
 #pragma unroll
     for (int ks = 0; ks < S::KS; ++ks)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int t = min(tb + ks * 16 + 2 * tig + (r & 1) + (r >> 1) * 8, L - 1);
-        load_words(vbase + int64_t(t) * S::TOKEN_BYTES, vw[ks][r]);
+      for (int q = 0; q < 4; ++q) {
+        const int t = min(tb + ks * 16 + 2 * tig + (q & 1) + (q >> 1) * 8, L - 1);
+        load_words(vbase + int64_t(t) * S::TOKEN_BYTES, r.vw[ks][q]);
       }
+    if constexpr (TQ) {
+#pragma unroll
+      for (int nt = 0; nt < S::NT; ++nt) {
+        const int t = min(tb + nt * 8 + 2 * tig, (L - 1) & ~1);
+        r.ks[nt] = __ldg(reinterpret_cast<const uint32_t*>(ksb + t));
+        r.vs[nt] = __ldg(reinterpret_cast<const uint32_t*>(vsb + t));
+      }
+    }
+  };
+  TileRegs cur, nxt;
+  if (tile_begin + warp < tile_end) load_tile(tile_begin + warp, cur);
+  for (int tile = tile_begin + warp; tile < tile_end; tile += kWarps) {
+    const int tb = tile * S::TILE;
+    if (tile + kWarps < tile_end) load_tile(tile + kWarps, nxt);
+    const auto& kw = cur.kw;
+    const auto& vw = cur.vw;
     float2 ksc[S::NT], vsc[S::NT];
 #pragma unroll
     for (int nt = 0; nt < S::NT; ++nt) {
       if constexpr (TQ) {
-        const int t = min(tb + nt * 8 + 2 * tig, (L - 1) & ~1);
-        ksc[nt] = unpack_half2(__ldg(reinterpret_cast<const uint32_t*>(ksb + t)));
-        vsc[nt] = unpack_half2(__ldg(reinterpret_cast<const uint32_t*>(vsb + t)));
+        ksc[nt] = unpack_half2(cur.ks[nt]);
+        vsc[nt] = unpack_half2(cur.vs[nt]);
       } else {
         ksc[nt] = vsc[nt] = make_float2(1.0f, 1.0f);
       }
@@ -180,8 +199,8 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const DecodeParams 
         if constexpr (TQ) {
           const uint32_t w = kw[nt][kc / 2];
           const int sh = (kc & 1) * 16;
-          b0 = my_klut[((w >> sh) & 0xffu) << 5];
-          b1 = my_klut[((w >> (sh + 8)) & 0xffu) << 5];
+          b0 = my_lut[((w >> sh) & 0xffu) << 5];
+          b1 = my_lut[((w >> (sh + 8)) & 0xffu) << 5];
         } else {
           b0 = kw[nt][2 * kc];
           b1 = kw[nt][2 * kc + 1];
@@ -232,7 +251,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const DecodeParams 
         for (int r = 0; r < 4; ++r) {
           if constexpr (TQ) {
             const uint32_t w = vw[ks][r][m / 4];
-            x[r] = my_vlut[((w >> ((m & 3) * 8)) & 0xffu) << 5];
+            x[r] = my_lut[((w >> ((m & 3) * 8)) & 0xffu) << 5];
           } else {
             x[r] = vw[ks][r][m];
           }
@@ -242,6 +261,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const DecodeParams 
                       pb[2 * ks + 1]);
       }
     }
+    cur = nxt;
   }
 
   l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
@@ -363,7 +383,11 @@ void launch(const DecodeAttnArgs& a, const AttnPlan& plan, cudaStream_t st) {
   mp.out = a.out;
   mp.n_split = plan.n_split;
   if constexpr (TQ) {
-    for (int i = 0; i < 16; ++i) p.kcent[i] = a.k_codec->centroids[i], p.vcent[i] = a.v_codec->centroids[i];
+    for (int i = 0; i < 16; ++i) {
+      if (a.k_codec->centroids[i] != a.v_codec->centroids[i])
+        raise("decode_attention: K and V codebooks differ (widths or head_dim)");
+      p.cent[i] = a.k_codec->centroids[i];
+    }
     for (int i = 0; i < 8; ++i) {
       p.ksign_in[i] = a.k_codec->sign_in[i];
       p.ksign_out[i] = a.k_codec->sign_out[i];
