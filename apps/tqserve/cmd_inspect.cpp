@@ -6,6 +6,7 @@
 #include "apps/tqserve/commands.h"
 #include "io/safetensors.h"
 #include "kv/kv_convert.h"
+#include "model/qwen3_5.h"
 #include "model/model_config.h"
 #include "core/error.h"
 
@@ -48,11 +49,19 @@ void run(const std::string& dir) {
   std::printf("rope:           %s, theta %g\n", c.rope.type.c_str(), c.rope.theta);
   std::printf("context:        %lld tokens\n", (long long)c.max_position_embeddings);
   std::printf("tied embeddings: %s\n", c.tie_word_embeddings ? "yes" : "no");
-  int n_full = 0, n_swa = 0;
+  if (c.is_hybrid())
+    std::printf("hybrid:         partial rotary %lld of %lld dims%s; Gated DeltaNet %lld k / %lld v "
+                "heads of %lld / %lld, conv kernel %lld\n",
+                (long long)c.rotary_dim(), (long long)c.head_dim,
+                c.attn_output_gate ? ", gated attention output" : "", (long long)c.linear.n_k_head,
+                (long long)c.linear.n_v_head, (long long)c.linear.k_head_dim,
+                (long long)c.linear.v_head_dim, (long long)c.linear.conv_kernel);
+  int n_full = 0, n_swa = 0, n_linear = 0;
   std::printf("layers:         %lld:", (long long)c.n_layer);
   for (LayerKind k : c.layer_types) {
-    std::printf(" %s", k == LayerKind::FullAttention ? "full" : "sliding");
-    (k == LayerKind::FullAttention ? n_full : n_swa)++;
+    std::printf(" %s", k == LayerKind::FullAttention ? "full"
+                       : k == LayerKind::LinearAttention ? "linear" : "sliding");
+    (k == LayerKind::FullAttention ? n_full : k == LayerKind::LinearAttention ? n_linear : n_swa)++;
   }
   std::printf("\n");
   if (n_swa) std::printf("sliding window: %lld tokens\n", (long long)c.sliding_window);
@@ -80,6 +89,17 @@ void run(const std::string& dir) {
       std::printf("  turboquant %g bits: not available (%s)\n", bits, e.what());
       break;
     }
+  }
+  if (n_linear) {
+    // Fixed per sequence, whatever its length; TurboQuant leaves it in its f32 form.
+    RecurrentShape rs = recurrent_shape(c);
+    const double conv = double(rs.conv_state_floats() * sizeof(float));
+    const double state = double(rs.recurrent_state_floats() * sizeof(float));
+    std::printf("recurrent state per sequence (Gated DeltaNet layers keep their form, f32): %s per "
+                "layer (conv %s + delta rule %s), %s for all %d\n",
+                human_bytes(conv + state).c_str(), human_bytes(conv).c_str(),
+                human_bytes(state).c_str(), human_bytes((conv + state) * n_linear).c_str(),
+                n_linear);
   }
   if (n_swa)
     std::printf("sliding-window layers (%d) keep their form: at most %lld tokens, %s each (f32)\n",
