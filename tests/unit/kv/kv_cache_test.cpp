@@ -56,11 +56,12 @@ std::vector<uint8_t> records(const CompressedCache& c) {
   return out;
 }
 
-KvPolicy tq_policy(int64_t slice) {
+KvPolicy tq_policy(int64_t slice, int64_t recent_exact = 0) {
   KvPolicy p;
   p.mode = KvPolicy::Mode::TurboQuant;
   p.format.head_dim = int(kShape.head_dim);
   p.slice_tokens = slice;
+  p.recent_exact = recent_exact;
   return p;
 }
 
@@ -120,6 +121,30 @@ TEST(KvConvert, KeepDenseAndMemoryAccounting) {
   EXPECT_EQ(f.cache.layers[0]->bytes(), size_t(512 * 2 * 2 * 66));  // sized exactly
   EXPECT_LT(f.cache.bytes(), before);
   EXPECT_GT(st.peak_bytes, f.cache.bytes());  // the transient: both forms of a layer + scratch
+
+  // A recent-exact window adds its rows (rotated f32 K and V, up to window + 64 per kv head).
+  Filled g = fill(*be, 512, 64);
+  convert_cache(*be, g.cache, kShape, tq_policy(128, 32));
+  size_t window_bytes = g.cache.layers[0]->bytes() - size_t(512 * 2 * 2 * 66);
+  EXPECT_GE(window_bytes, size_t(32 * 2 * 2 * 128 * 4));
+  EXPECT_LE(window_bytes, size_t((32 + 64) * 2 * 2 * 128 * 4));
+}
+
+TEST(KvConvert, RecentWindowKeepsRecentTokensExact) {
+  // With a window covering every token, compressed attention equals dense attention (the
+  // window's rows are exact; only their rotation and summation order differ).
+  auto be = make_cpu_backend();
+  const int64_t T = 200, d = kShape.head_dim;
+  auto k = randn(size_t(T * kShape.n_head_kv * d), 8), v = randn(k.size(), 9);
+  auto q = randn(size_t(T * kShape.n_head * d), 10);
+  std::vector<float> od(q.size()), oc(q.size(), std::nanf(""));
+  auto dense = make_dense_cache(*be, kShape);
+  dense->append_and_attend(*be, q.data(), k.data(), v.data(), T, 0.088f, od.data());
+  KvPolicy p = tq_policy(8192, 256);
+  p.format.key_width = p.format.value_width = quant::QuantWidth::bits(2);  // coarse records
+  auto comp = make_compressed_cache(*be, kShape, p.format, 0, 256);
+  comp->append_and_attend(*be, q.data(), k.data(), v.data(), T, 0.088f, oc.data());
+  for (size_t i = 0; i < od.size(); ++i) ASSERT_NEAR(od[i], oc[i], 1e-4f) << i;
 }
 
 TEST(KvConvert, CompressedAttentionTracksDenseAttention) {
