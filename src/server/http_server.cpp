@@ -8,6 +8,7 @@
 #include <ctime>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -204,15 +205,18 @@ void HttpServer::install_routes() {
     const std::string endpoint = endpoint_label(req.path);
     const std::string outcome = t_rec.outcome.empty() ? outcome_of(res.status) : t_rec.outcome;
     if (endpoint != "/metrics" && endpoint != "/health") metrics_.record_request(endpoint, outcome);
+    // A request httplib rejects before routing (a malformed request line) must not inherit
+    // this record: start the next one clean.
+    RequestRecord rec = std::exchange(t_rec, RequestRecord{});
     if (!cfg_.access_log) return;
-    double ms = t_rec.start == Clock::time_point{}
+    double ms = rec.start == Clock::time_point{}
                     ? 0.0
-                    : std::chrono::duration<double, std::milli>(Clock::now() - t_rec.start).count();
+                    : std::chrono::duration<double, std::milli>(Clock::now() - rec.start).count();
     std::string extra;
-    if (t_rec.prompt_tokens >= 0)
-      extra = fmt::format(" prompt_tokens={} completion_tokens={} finish={}", t_rec.prompt_tokens,
-                          std::max<int64_t>(t_rec.completion_tokens, 0),
-                          t_rec.finish_reason.empty() ? "-" : t_rec.finish_reason);
+    if (rec.prompt_tokens >= 0)
+      extra = fmt::format(" prompt_tokens={} completion_tokens={} finish={}", rec.prompt_tokens,
+                          std::max<int64_t>(rec.completion_tokens, 0),
+                          rec.finish_reason.empty() ? "-" : rec.finish_reason);
     std::string line = fmt::format("{} {}:{} \"{} {}\" {} {} {:.1f}ms{}\n", utc_now(), req.remote_addr,
                                    req.remote_port, req.method, req.path, res.status, outcome, ms, extra);
     std::fputs(line.c_str(), stderr);
@@ -316,6 +320,10 @@ void HttpServer::handle_generation(const httplib::Request& req, httplib::Respons
         throw ApiError(400, fmt::format("stop_token_ids: {} is out of range [0, {}).", id, vocab),
                        "stop_token_ids", "invalid_value");
 
+    if (!g.seed_given) {
+      thread_local std::mt19937_64 seeds{std::random_device{}()};
+      g.sampling.seed = seeds();
+    }
     ResponseMeta meta;
     meta.id = random_id(ep == Endpoint::Chat ? "chatcmpl-" : "cmpl-");
     meta.created = int64_t(std::time(nullptr));

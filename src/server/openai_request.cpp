@@ -151,7 +151,10 @@ void parse_common(const Fields& f, GenerationRequest& r) {
   }
   if (auto k = f.integer("top_k", -1, INT32_MAX)) r.sampling.top_k = *k < 0 ? 0 : int32_t(*k);
   if (auto m = f.number("min_p", 0.0, 1.0)) r.sampling.min_p = float(*m);
-  if (auto s = f.integer("seed", INT64_MIN, INT64_MAX)) r.sampling.seed = uint64_t(*s);
+  if (auto s = f.integer("seed", INT64_MIN, INT64_MAX)) {
+    r.sampling.seed = uint64_t(*s);
+    r.seed_given = true;
+  }
   if (auto p = f.number("presence_penalty", -2.0, 2.0)) r.presence_penalty = float(*p);
   if (auto p = f.number("frequency_penalty", -2.0, 2.0)) r.frequency_penalty = float(*p);
   if (auto s = f.boolean("stream")) r.stream = *s;

@@ -45,6 +45,7 @@ struct GenerationRequest {
   // Shared.
   std::optional<int64_t> max_tokens;  // absent: 16 for completions, the context for chat
   SamplingParams sampling;
+  bool seed_given = false;  // without a seed each request draws a fresh one
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   std::vector<std::string> stop;

@@ -60,6 +60,7 @@ TEST(OpenAiRequest, SamplingAndLimits) {
   EXPECT_EQ(r.sampling.top_k, 0);
   EXPECT_FLOAT_EQ(r.sampling.min_p, 0.1f);
   EXPECT_EQ(r.sampling.seed, 42u);
+  EXPECT_TRUE(r.seed_given);
   EXPECT_FLOAT_EQ(r.presence_penalty, 1.0f);
   EXPECT_FLOAT_EQ(r.frequency_penalty, -0.5f);
   EXPECT_EQ(r.stop, (std::vector<std::string>{"a", "b"}));
@@ -71,6 +72,7 @@ TEST(OpenAiRequest, SamplingAndLimits) {
   GenerationRequest n = parse_completion_request(
       R"({"model": "m", "prompt": "p", "max_tokens": null, "stop": null, "temperature": null})");
   EXPECT_FALSE(n.max_tokens.has_value());
+  EXPECT_FALSE(n.seed_given);
 }
 
 TEST(OpenAiRequest, BadValuesNameTheirField) {
