@@ -30,7 +30,7 @@ std::vector<int32_t> ints(const SafetensorsFile& f, const std::string& name) {
   return v;
 }
 
-int64_t g_recent = 0;  // --recent N
+int64_t g_recent = KvPolicy{}.recent_exact;  // --recent N (default: the product default)
 
 struct Width {
   double k, v;
