@@ -50,8 +50,8 @@ void run(const std::string& dir) {
   std::printf("context:        %lld tokens\n", (long long)c.max_position_embeddings);
   std::printf("tied embeddings: %s\n", c.tie_word_embeddings ? "yes" : "no");
   if (c.is_hybrid())
-    std::printf("hybrid:         partial rotary %lld of %lld dims%s; Gated DeltaNet %lld k / %lld v "
-                "heads of %lld / %lld, conv kernel %lld\n",
+    std::printf("hybrid:         partial rotary %lld of %lld dims%s; Gated DeltaNet %lld k / "
+                "%lld v heads of %lld / %lld, conv kernel %lld\n",
                 (long long)c.rotary_dim(), (long long)c.head_dim,
                 c.attn_output_gate ? ", gated attention output" : "", (long long)c.linear.n_k_head,
                 (long long)c.linear.n_v_head, (long long)c.linear.k_head_dim,

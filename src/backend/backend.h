@@ -125,7 +125,8 @@ class Backend {
   virtual void sigmoid_mul(float* x, const float* gate, int64_t n) { unsupported("sigmoid_mul"); }
   // Causal depthwise conv1d then SiLU over one sequence's T new tokens: x, out [T, C];
   // w [C, K]; state [K - 1, C] holds the K - 1 inputs before x (oldest first, zeros at the start)
-  // and is advanced to the last K - 1 inputs. out[t, c] = silu(sum_j w[c, j] * x[t - K + 1 + j, c]).
+  // and is advanced to the last K - 1 inputs.
+  // out[t, c] = silu(sum_j w[c, j] * x[t - K + 1 + j, c]).
   virtual void causal_conv1d_silu(const float* x, int64_t T, const Weight& w, float* state,
                                   float* out) {
     unsupported("causal_conv1d_silu");

@@ -156,7 +156,8 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
       std::string s = t.is_string() ? t.get<std::string>() : "";
       if (s == "full_attention") c.layer_types.push_back(LayerKind::FullAttention);
       else if (s == "sliding_attention") c.layer_types.push_back(LayerKind::SlidingAttention);
-      else if (s == "linear_attention" && hybrid) c.layer_types.push_back(LayerKind::LinearAttention);
+      else if (s == "linear_attention" && hybrid)
+        c.layer_types.push_back(LayerKind::LinearAttention);
       else fail("\"layer_types\": unsupported layer type \"{}\"", s);
     }
   } else if (hybrid) {

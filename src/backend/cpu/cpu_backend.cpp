@@ -138,7 +138,7 @@ class CpuBackend final : public Backend {
 
   void attention(const AttentionArgs& a) override { cpu_attention(a); }
 
-  // Hybrid-model ops (cpu_hybrid_ops.cpp, cpu_delta_rule.cpp).
+  // Hybrid-model ops (cpu_hybrid_ops.cpp).
   void rope_partial(float* x, int64_t T, int64_t n_head, int64_t head_dim, int64_t rot_dim,
                     int64_t pos0, std::span<const float> inv_freq) override {
     cpu_rope_partial(x, T, n_head, head_dim, rot_dim, pos0, inv_freq);

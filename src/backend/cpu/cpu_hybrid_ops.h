@@ -1,5 +1,6 @@
-// Host implementations of the hybrid-model ops (Qwen3.5 gated attention, Gated DeltaNet) that the
-// CPU backend forwards to; exposed for the unit tests, which check them against naive references.
+// Host implementations of the hybrid-model ops (Qwen3.5 gated attention, Gated DeltaNet) that
+// the CPU backend forwards to (cpu_hybrid_ops.cpp); exposed for the unit tests, which check them
+// against naive references.
 #pragma once
 #include <cstdint>
 #include <span>

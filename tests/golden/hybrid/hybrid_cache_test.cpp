@@ -70,7 +70,8 @@ TEST(HybridCache, FirstLayerStateIsBitIdenticalAcrossChunkings) {
   EXPECT_EQ(ra.read_conv_state(), rb.read_conv_state());
   auto sa = ra.read_recurrent_state(), sb = rb.read_recurrent_state();
   float err = max_abs_diff(sa, sb);
-  std::printf("[tiny-qwen35] layer 0 state after 300 tokens: max diff %.2e across chunkings\n", err);
+  std::printf("[tiny-qwen35] layer 0 state after 300 tokens: max diff %.2e across chunkings\n",
+              err);
   EXPECT_LE(err, 1e-6f);
 }
 

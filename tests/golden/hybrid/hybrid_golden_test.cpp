@@ -44,7 +44,8 @@ TEST(HybridGolden, LogitsNllAndArgmaxMatchTransformers) {
     total += int64_t(want_argmax.size());
     all_logit = std::max(all_logit, worst);
     all_nll = std::max(all_nll, worst_nll);
-    std::printf("[tiny-qwen35] %s: %zu tokens, max logit err %.2e, max nll err %.2e, argmax %lld/%zu\n",
+    std::printf("[tiny-qwen35] %s: %zu tokens, max logit err %.2e, max nll err %.2e, "
+                "argmax %lld/%zu\n",
                 name.c_str(), ids.size(), worst, worst_nll, (long long)a, want_argmax.size());
   }
   ASSERT_GT(total, 0);

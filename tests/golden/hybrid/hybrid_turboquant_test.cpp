@@ -42,7 +42,8 @@ TEST(HybridTurboQuant, ConversionTouchesOnlyAttentionLayers) {
     if (l->kind() == CacheKind::Recurrent) recurrent_before.push_back(l.get());
 
   KvPolicy p = turboquant(4, 0);
-  ConversionStats st = convert_cache(model.backend(), cache, {c.n_head, c.n_head_kv, c.head_dim}, p);
+  ConversionStats st =
+      convert_cache(model.backend(), cache, {c.n_head, c.n_head_kv, c.head_dim}, p);
   EXPECT_EQ(st.layers, 2);
   EXPECT_EQ(st.at_token, 700);
   size_t recurrent_bytes = 0, compressed_bytes = 0;

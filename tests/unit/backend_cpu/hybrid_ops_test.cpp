@@ -88,7 +88,8 @@ TEST(HybridOps, CausalConvWithStateMatchesWholeSequenceInAnyChunking) {
   const int64_t T = 40, C = 96, K = 4;
   auto x = randn(size_t(T * C), 4), w = randn(size_t(C * K), 5, 0.5f);
   auto want = naive_conv(x, T, C, K, w);
-  for (const auto& split : std::vector<std::vector<int64_t>>{{40}, {1, 1, 1, 37}, {2, 5, 33}, {3, 3, 34}}) {
+  const std::vector<std::vector<int64_t>> splits = {{40}, {1, 1, 1, 37}, {2, 5, 33}, {3, 3, 34}};
+  for (const auto& split : splits) {
     std::vector<float> state(size_t((K - 1) * C), 0.0f), got = poisoned(x.size());
     int64_t p = 0;
     for (int64_t n : split) {
