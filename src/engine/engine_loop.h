@@ -46,7 +46,7 @@ struct EngineStats {
   double decode_seconds_total = 0;
   double prefill_tokens_per_s = 0;     // over the last few seconds of work; 0 when idle
   double decode_tokens_per_s = 0;
-  std::array<size_t, 3> kv_bytes{};    // by CacheKind (Dense, Rotating, Compressed)
+  std::array<size_t, 4> kv_bytes{};    // by CacheKind (Dense, Rotating, Compressed, Recurrent)
   size_t weight_bytes = 0;
 };
 

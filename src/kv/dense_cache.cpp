@@ -13,6 +13,7 @@ const char* cache_kind_name(CacheKind k) {
     case CacheKind::Dense: return "dense";
     case CacheKind::Rotating: return "rotating";
     case CacheKind::Compressed: return "compressed";
+    case CacheKind::Recurrent: return "recurrent";
   }
   return "?";
 }
