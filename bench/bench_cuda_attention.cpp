@@ -47,7 +47,7 @@ void run_decode(void* p) {
 }
 
 Row bench_decode(Backend& be, cuda::KvFormat fmt, int B, int64_t L, const cuda::TqCodecDev& kc,
-                 const cuda::TqCodecDev& vc) {
+                 const cuda::TqCodecDev& vc, int tail = 0) {
   const int n_head = 32, n_kv = 8, d = 128;
   const int64_t cap = (L + 31) / 32 * 32;
   const bool tq = fmt == cuda::KvFormat::TurboQuant;
@@ -94,7 +94,19 @@ Row bench_decode(Backend& be, cuda::KvFormat fmt, int B, int64_t L, const cuda::
   cuda::AttnShape s;
   s.batch = B, s.n_head = n_head, s.n_head_kv = n_kv, s.head_dim = d, s.max_len = L,
   s.format = fmt;
+  s.exact_tail = tail > 0;
   c.plan = cuda::choose_attention(cuda::device_info(), s);
+  // Exact tail (TurboQuant's recent-exact window): `tail` rotated f32 rows per (seq, kv head).
+  const size_t tail_elems = size_t(B) * n_kv * size_t(std::max(tail, 1)) * d;
+  DeviceBuffer kt(&be, tail_elems * 4), vt(&be, tail_elems * 4), tl(&be, size_t(B) * 4);
+  if (tail > 0) {
+    std::vector<float> th(tail_elems);
+    for (size_t i = 0; i < th.size(); ++i) th[i] = std::cos(float(i) * 0.11f);
+    be.upload(kt.data(), th.data(), th.size() * 4);
+    be.upload(vt.data(), th.data(), th.size() * 4);
+    std::vector<int32_t> tls(static_cast<size_t>(B), tail);
+    be.upload(tl.data(), tls.data(), size_t(B) * 4);
+  }
   DeviceBuffer ws(&be, cuda::decode_attention_workspace(c.plan, B, n_head, d));
   cuda::DecodeAttnArgs& a = c.args;
   a.q = q.f32(), a.out = out.f32(), a.format = fmt;
@@ -102,12 +114,18 @@ Row bench_decode(Backend& be, cuda::KvFormat fmt, int B, int64_t L, const cuda::
   a.lens = static_cast<const int32_t*>(lens_d.data());
   a.batch = B, a.n_head = n_head, a.n_head_kv = n_kv, a.head_dim = d;
   a.k_codec = &kc, a.v_codec = &vc, a.workspace = ws.f32();
+  if (tail > 0) {
+    a.k_tail = kt.f32(), a.v_tail = vt.f32();
+    a.tail_seq_stride = int64_t(n_kv) * tail, a.tail_head_stride = tail;
+    a.tail_lens = static_cast<const int32_t*>(tl.data());
+  }
   cuda_synchronize();
   const double ms = cuda::time_median_ms(run_decode, &c, 5, 50);
   // Bytes the kernel must read: K and V of every visible token (codes + scales for TQ).
-  const double bytes = double(B) * n_kv * L * (tq ? 2.0 * (d / 2 + 2) : 2.0 * d * 2);
+  const double bytes = double(B) * n_kv * L * (tq ? 2.0 * (d / 2 + 2) : 2.0 * d * 2) +
+                       double(B) * n_kv * tail * 2.0 * d * 4;
   Row r;
-  r.kernel = tq ? "tq4_decode" : "bf16_decode";
+  r.kernel = tail > 0 ? "tq4_decode_tail128" : tq ? "tq4_decode" : "bf16_decode";
   r.batch = B;
   r.ctx = L;
   r.us = ms * 1e3;
@@ -140,6 +158,7 @@ int main(int argc, char** argv) {
   auto be = make_cuda_backend();
   const double copy_gbps = cuda::measure_copy_gbps(size_t(2) << 30);
   std::printf("ceiling: device-to-device copy %.0f GB/s (read + write)\n", copy_gbps);
+  std::printf("tq128 decode kernel: %d resident blocks per SM\n", cuda::tq128_blocks_per_sm());
 
   quant::TqFormat f;
   quant::VectorCodec kcodec(f.key_config()), vcodec(f.value_config());
@@ -150,6 +169,9 @@ int main(int argc, char** argv) {
     for (int64_t L : ctxs)
       for (auto fmt : {cuda::KvFormat::BF16, cuda::KvFormat::TurboQuant})
         rows.push_back(bench_decode(*be, fmt, B, L, kc, vc));
+  for (int B : {1, 8})  // with the recent-exact window (128 rotated f32 rows) as its own split
+    for (int64_t L : ctxs)
+      rows.push_back(bench_decode(*be, cuda::KvFormat::TurboQuant, B, L, kc, vc, 128));
 
   // TurboQuant encode (conversion of a dense f32 layer slice): read f32, write codes + scales.
   {

@@ -412,8 +412,12 @@ void launch(const DecodeAttnArgs& a, const AttnPlan& plan, cudaStream_t st) {
 }  // namespace
 
 size_t decode_attention_workspace(const AttnPlan& plan, int batch, int n_head, int head_dim) {
-  return size_t(batch) * n_head * plan.n_split * (head_dim + 2) * sizeof(float);
+  return size_t(batch) * n_head * (plan.n_split + 1) * (head_dim + 2) * sizeof(float);
 }
+
+// decode_tq128.cu: the fast TurboQuant path for head_dim 128 (cp.async staging, fused merge).
+bool tq128_supported(const DecodeAttnArgs& a);
+void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void* stream);
 
 void decode_attention(const DecodeAttnArgs& a, const AttnPlan& plan, void* stream) {
   if (plan.kernel != AttnKernel::DecodeSplitK) raise(std::string("decode_attention: plan is ") + attn_kernel_name(plan.kernel));
@@ -421,6 +425,11 @@ void decode_attention(const DecodeAttnArgs& a, const AttnPlan& plan, void* strea
   const bool tq = a.format == KvFormat::TurboQuant;
   if (tq && (!a.k_codec || !a.v_codec || !a.k_scale || !a.v_scale))
     raise("decode_attention: TurboQuant needs codecs and scales");
+  if (tq && tq128_supported(a)) {
+    decode_attention_tq128(a, plan, stream);
+    return;
+  }
+  if (a.k_tail) raise("decode_attention: an exact tail needs TurboQuant, head_dim 128, aligned");
   cudaStream_t st = as_stream(stream);
   switch (a.head_dim * 2 + (tq ? 1 : 0)) {
     case 128: launch<64, false>(a, plan, st); return;

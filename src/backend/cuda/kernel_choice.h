@@ -29,6 +29,7 @@ struct AttnShape {
   int key_bits = 4, value_bits = 4;  // TurboQuant widths (integer bits; fractional: 0)
   bool hadamard = true;        // TurboQuant rotation is the randomized Hadamard
   bool fp16_scale = true;      // TurboQuant scale stored as fp16
+  bool exact_tail = false;     // TurboQuant: an exact tail split runs beside the others
 };
 
 struct AttnPlan {

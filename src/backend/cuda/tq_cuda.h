@@ -49,8 +49,19 @@ struct DecodeAttnArgs {
   const TqCodecDev* k_codec = nullptr;  // host structs, TurboQuant only
   const TqCodecDev* v_codec = nullptr;
   float* workspace = nullptr;    // decode_attention_workspace() bytes of device memory
+  // Optional exact tail (TurboQuant, head_dim 128): the most recent tokens of each sequence as
+  // rotated f32 rows (R_k k, R_v v), merged into the same softmax. Row (b, h, t) at
+  // k_tail + (b * tail_seq_stride + h * tail_head_stride + t) * head_dim, t < tail_lens[b]
+  // (device). Null k_tail: no tail.
+  const float* k_tail = nullptr;
+  const float* v_tail = nullptr;
+  int64_t tail_seq_stride = 0, tail_head_stride = 0;
+  const int32_t* tail_lens = nullptr;
 };
+// Bytes of workspace (room for plan.n_split splits plus one exact-tail split).
 size_t decode_attention_workspace(const AttnPlan& plan, int batch, int n_head, int head_dim);
+// Resident blocks per SM of the TurboQuant head_dim-128 decode kernel (benchmarks, notes).
+int tq128_blocks_per_sm();
 // Queues the attention on `stream` (a cudaStream_t, nullptr = the legacy default stream).
 void decode_attention(const DecodeAttnArgs& a, const AttnPlan& plan, void* stream = nullptr);
 

@@ -69,6 +69,7 @@ TEST(CudaTurboQuant, EncodeMatchesTheCpuCodec) {
 struct DecodeCase {
   int d, n_head, n_kv;
   std::vector<int32_t> lens;
+  std::vector<int32_t> tail = {};  // exact-tail rows per sequence (empty: no tail)
 };
 
 // Device layout [B][n_kv][cap] from CPU records; garbage in the slots past each length.
@@ -113,21 +114,32 @@ void tq_decode_case(Backend& be, const DecodeCase& c) {
     }
   }
   auto q = randn(size_t(B * c.n_head * d));
-  // CPU reference: one query per sequence at position L - 1.
+  // Exact tail: rotated f32 rows [B][n_kv][tcap][d] (random: any rows are valid rotated rows).
+  const bool has_tail = !c.tail.empty();
+  const int64_t tcap = has_tail ? *std::max_element(c.tail.begin(), c.tail.end()) + 3 : 0;
+  auto kt = randn(std::max<size_t>(1, size_t(B * c.n_kv * tcap * d)), 1.0f), vt = randn(kt.size(), 0.7f);
+  // CPU reference: one query per sequence at the last position.
   std::vector<double> ref(q.size());
   quant::CompressedAttention attn(kc, vc);
   for (int b = 0; b < B; ++b) {
     const int64_t L = c.lens[size_t(b)];
-    quant::KvBlock blk;
-    blk.k = khost[size_t(b)].data();
-    blk.v = vhost[size_t(b)].data();
-    blk.n_token = L;
+    quant::KvBlock blk[2];
+    blk[0].k = khost[size_t(b)].data();
+    blk[0].v = vhost[size_t(b)].data();
+    blk[0].n_token = L;
+    const int64_t TL = has_tail ? c.tail[size_t(b)] : 0;
+    blk[1].k_rot = kt.data() + size_t(b * c.n_kv * tcap * d);
+    blk[1].v_rot = vt.data() + size_t(b * c.n_kv * tcap * d);
+    blk[1].n_token = TL;
+    blk[1].pos0 = L;
+    blk[1].k_head_stride = blk[1].v_head_stride = tcap * d;
     quant::AttentionParams p;
     p.n_q_head = c.n_head;
     p.n_kv_head = c.n_kv;
-    int64_t qpos = L - 1;
+    int64_t qpos = L + TL - 1;
     std::vector<float> o(size_t(c.n_head * d));
-    attn.run(q.data() + size_t(b * c.n_head * d), &qpos, 1, &blk, 1, p, o.data(), nullptr);
+    attn.run(q.data() + size_t(b * c.n_head * d), &qpos, 1, blk, TL > 0 ? 2 : 1, p, o.data(),
+             nullptr);
     for (size_t i = 0; i < o.size(); ++i) ref[size_t(b * c.n_head * d) + i] = o[i];
   }
   DeviceBuffer qd = to_dev(be, q), od = poisoned(be, q.size());
@@ -148,11 +160,18 @@ void tq_decode_case(Backend& be, const DecodeCase& c) {
   a.lens = static_cast<const int32_t*>(lens.data());
   a.batch = B, a.n_head = c.n_head, a.n_head_kv = c.n_kv, a.head_dim = d;
   a.k_codec = &kdev, a.v_codec = &vdev, a.workspace = ws.f32();
+  DeviceBuffer ktd = to_dev(be, kt), vtd = to_dev(be, vt), tlens = to_dev(be, has_tail ? c.tail : std::vector<int32_t>(size_t(B), 0));
+  if (has_tail) {
+    a.k_tail = ktd.f32(), a.v_tail = vtd.f32();
+    a.tail_seq_stride = c.n_kv * tcap, a.tail_head_stride = tcap;
+    a.tail_lens = static_cast<const int32_t*>(tlens.data());
+  }
   cuda::decode_attention(a, plan);
+  cuda::decode_attention(a, plan);  // twice: the fused merge's counters reset themselves
   auto oh = from_dev(be, od, q.size());
   const double err = rel_err(oh, ref);
-  std::printf("tq decode d=%d heads %d/%d B=%d splits %d: rel err %.2e\n", d, c.n_head, c.n_kv,
-              B, plan.n_split, err);
+  std::printf("tq decode d=%d heads %d/%d B=%d splits %d tail %d: rel err %.2e\n", d, c.n_head,
+              c.n_kv, B, plan.n_split, int(has_tail), err);
   EXPECT_LT(err, 5e-3);
 }
 
@@ -163,6 +182,15 @@ TEST(CudaTurboQuant, DecodeAttentionMatchesCpuReference) {
   tq_decode_case(*be, {128, 4, 2, {64, 31, 2049}});    // tiny-qwen3's grouping
   tq_decode_case(*be, {64, 32, 2, {1000, 129}});       // 16 heads per kv head: two subgroups
   tq_decode_case(*be, {256, 8, 8, {333}});             // no grouping
+  tq_decode_case(*be, {128, 32, 8, {100000}});         // long: many stages per split
+  tq_decode_case(*be, {128, 64, 4, {3000, 7}});        // 16 heads per kv head at d=128
+}
+
+TEST(CudaTurboQuant, DecodeAttentionWithExactTailMatchesCpuReference) {
+  TQ_REQUIRE_GPU();
+  auto be = make_cuda_backend();
+  tq_decode_case(*be, {128, 32, 8, {1, 777, 5000}, {128, 0, 5}});
+  tq_decode_case(*be, {128, 4, 2, {64, 2049}, {128, 128}});
 }
 
 void bf16_decode_case(Backend& be, const DecodeCase& c) {

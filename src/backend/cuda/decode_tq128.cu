@@ -1,0 +1,582 @@
+// Fast TurboQuant 4-bit decode attention for head_dim 128: split-K over the context with codes
+// and scales staged in shared memory by a 4-deep cp.async pipeline, tensor-core scores and PV on
+// table-decoded codes, an optional exact tail (rotated f32 rows) as one more split, and the
+// cross-split merge + inverse V rotation fused into the last block of each (sequence, kv head).
+//
+// Why: the register-prefetch kernel (decode_attention.cu) kept too few bytes in flight (212
+// registers, 2 blocks/SM). Here the loads are decoupled from registers: each block keeps 3 stages
+// of 64 tokens (8.4 KB) in flight, 3 blocks per SM, one wave. Within a stage each warp takes 16
+// tokens; token columns are permuted (pi(j) = j ^ ((j >> 1) & 1)) and the 16-byte chunks of each
+// 64-byte row swizzled by token bit 2, so that both the K reads (16 B per lane) and the V reads
+// (8 B per lane, 4 tokens per phase) are free of shared-memory bank conflicts.
+#include <cmath>
+#include <cstdlib>
+#include <mutex>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/tq_cuda.h"
+
+namespace tq::cuda {
+namespace {
+
+constexpr int D = 128;
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kStageTok = 64;
+constexpr int kStages = 4;
+constexpr int kRow = D / 2;                                             // code bytes per token
+constexpr int kStageBytes = 2 * kStageTok * kRow + 2 * kStageTok * 2;  // K, V codes; K, V scales
+constexpr int kLutWords = 256 * 32;
+constexpr int kScratchBytes = kLutWords * 4 + kStages * kStageBytes;   // reused after the loop
+constexpr size_t kSmem = size_t(kScratchBytes) + 8 * D * 4;            // + rotated queries
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kNegInf = -INFINITY;
+
+struct TqParams {
+  const float* q;
+  float* out;
+  float* part_acc;  // [B][n_head][n_total][D]
+  float* part_ml;   // [B][n_head][n_total][2]
+  int* counters;    // [B][n_head_kv][n_sub], zero between launches
+  const uint8_t* k;
+  const uint8_t* v;
+  const uint16_t* ks;
+  const uint16_t* vs;
+  int64_t seq_stride, head_stride;
+  const int32_t* lens;
+  const float* kt;  // exact tail (rotated rows), or null
+  const float* vt;
+  int64_t t_seq_stride, t_head_stride;
+  const int32_t* tlens;
+  int n_head, n_head_kv, G, n_split, n_total, n_sub;
+  float qscale;
+  int mode;  // benchmark knob (TQ_DECODE_MODE): 0 normal; 1 loads only (wrong results)
+  float cent[16];
+  uint32_t ksign_in[8], ksign_out[8], vsign_in[8], vsign_out[8];
+};
+
+__device__ __forceinline__ bool sign_bit(const uint32_t* mask, int i) {
+  return (mask[i >> 5] >> (i & 31)) & 1u;
+}
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+// Physical 16-byte chunk of logical chunk c in stage row r.
+__device__ __forceinline__ int swz(int r, int c) { return c ^ (((r >> 2) & 1) << 1); }
+__device__ __forceinline__ int pi(int j) { return j ^ ((j >> 1) & 1); }
+// Table entry for byte k of w: shared address lut + byte * 128 + lane * 4 (SHF, LOP3, LDS).
+template <int K>
+__device__ __forceinline__ uint32_t lut_byte(uint32_t lut_lane, uint32_t w) {
+  const uint32_t off = (K == 0 ? (w << 7) : (w >> (8 * K - 7))) & 0x7f80u;
+  uint32_t v;
+  asm("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(lut_lane + off));
+  return v;
+}
+
+__global__ void __launch_bounds__(kThreads, 3) tq128_kernel(const TqParams p) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  uint32_t* lut = reinterpret_cast<uint32_t*>(smem);  // [256][32] half2 (c[lo], c[hi]) per lane
+  uint8_t* stages = smem + kLutWords * 4;
+  float* qs = reinterpret_cast<float*>(smem + kScratchBytes);  // [8][D]
+
+  const int split = blockIdx.x, hk = blockIdx.y / p.n_sub, sub = blockIdx.y % p.n_sub;
+  const int b = blockIdx.z;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gid = lane >> 2, tig = lane & 3;
+  const int g0 = sub * 8, gn = min(8, p.G - g0);
+  const bool is_tail = split >= p.n_split;
+  const int L = p.lens[b];
+  const int units = (L + 7) / 8;
+  const int s0 = 8 * int(int64_t(units) * split / p.n_split);
+  const int end = is_tail ? 0 : min(L, 8 * int(int64_t(units) * (split + 1) / p.n_split));
+  const int n_it = end > s0 ? (end - s0 + kStageTok - 1) / kStageTok : 0;
+
+  const int64_t base = int64_t(b) * p.seq_stride + int64_t(hk) * p.head_stride;
+  const uint8_t* krow = p.k + base * kRow;
+  const uint8_t* vrow = p.v + base * kRow;
+  const uint16_t* ksb = p.ks + base;
+  const uint16_t* vsb = p.vs + base;
+
+  // Per-thread copy plan, fixed for the whole loop: thread tid copies 16-byte chunk c of row r
+  // of K (k < 2) or V (k >= 2) for i = tid + 128 k, and threads < 16 one chunk of scales.
+  const uint32_t stage_s = static_cast<uint32_t>(__cvta_generic_to_shared(stages));
+  uint32_t dst[4];
+  int rr[4];
+  const uint8_t* src[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int i = tid + k * kThreads, which = i >> 8, r = (i >> 2) & 63, c = i & 3;
+    rr[k] = r;
+    dst[k] = stage_s + which * (kStageTok * kRow) + r * kRow + swz(r, c) * 16;
+    src[k] = (which ? vrow : krow) + int64_t(s0 + r) * kRow + c * 16;
+  }
+  const int sc_r = (tid & 7) * 8;
+  const uint32_t sc_dst = stage_s + 2 * kStageTok * kRow + (tid >> 3) * 128 + (tid & 7) * 16;
+  const uint16_t* sc_src = ((tid >> 3) ? vsb : ksb) + s0 + sc_r;
+  auto issue = [&](int it) {
+    if (it < n_it) {
+      const uint32_t so = (it % kStages) * kStageBytes;
+      const int tok0 = it * kStageTok;  // relative to s0
+      const int lim = end - s0 - tok0;
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        if (rr[k] < lim) {
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst[k] + so),
+                       "l"(src[k] + int64_t(tok0) * kRow));
+        }
+      if (tid < 16 && sc_r < lim)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sc_dst + so),
+                     "l"(sc_src + tok0));
+    }
+    cp_commit();
+  };
+  // Exact tail: chunks of 32 rows of K and V (32 KB), double-buffered over the table + stages.
+  const int TL = is_tail && p.tlens ? p.tlens[b] : 0;
+  const int n_chunk = (TL + 31) / 32;
+  const int64_t tb = int64_t(b) * p.t_seq_stride + int64_t(hk) * p.t_head_stride;
+  float* tbuf = reinterpret_cast<float*>(smem);  // [2][K, V][32][D]
+  auto issue_tail = [&](int ch) {
+    if (ch < n_chunk) {
+      float* dst = tbuf + (ch & 1) * 2 * 32 * D;
+      for (int i = tid; i < 2 * 32 * (D / 4); i += kThreads) {
+        const int which = i / (32 * D / 4), r = (i / (D / 4)) % 32, c = i % (D / 4);
+        const int t = ch * 32 + r;
+        if (t < TL)
+          cp_async16(dst + which * 32 * D + r * D + c * 4,
+                     (which ? p.vt : p.kt) + (tb + t) * D + c * 4);
+      }
+    }
+    cp_commit();
+  };
+  if (is_tail) {
+    issue_tail(0);
+    issue_tail(1);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kStages - 1; ++i) issue(i);
+  }
+
+  if (!is_tail)
+    for (int i = tid; i < kLutWords; i += kThreads) {
+      const int e = i >> 5;
+      lut[i] = pack_half2(p.cent[e & 15], p.cent[e >> 4]);
+    }
+  const int q_head0 = hk * p.G + g0;
+  const float* qsrc = p.q + (int64_t(b) * p.n_head + q_head0) * D;
+  for (int i = tid; i < 8 * D; i += kThreads) {
+    const float x = i / D < gn ? qsrc[i] : 0.0f;
+    qs[i] = sign_bit(p.ksign_in, i % D) ? -x : x;
+  }
+  __syncthreads();
+  for (int h = 1; h < D; h <<= 1) {  // y = D2 H D1 q / sqrt(D), all rows at once
+    for (int i = tid; i < 8 * D / 2; i += kThreads) {
+      const int g = i / (D / 2), r = i % (D / 2);
+      const int j = (r / h) * 2 * h + (r % h);
+      float* row = qs + g * D;
+      const float x = row[j], y = row[j + h];
+      row[j] = x + y;
+      row[j + h] = x - y;
+    }
+    __syncthreads();
+  }
+  {
+    const float s = p.qscale * rsqrtf(float(D));
+    for (int i = tid; i < 8 * D; i += kThreads) qs[i] *= sign_bit(p.ksign_out, i % D) ? -s : s;
+  }
+  __syncthreads();
+
+  float m_run = kNegInf, l_run = 0.0f;  // MMA path: row gid
+  float acc[8][4];
+#pragma unroll
+  for (int m = 0; m < 8; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
+
+  if (!is_tail) {
+    uint32_t qa0[8], qa2[8];
+#pragma unroll
+    for (int kc = 0; kc < 8; ++kc) {
+      const int p0 = tig * (D / 8) + 2 * kc;
+      const float* row = qs + gid * D;
+      qa0[kc] = pack_half2(row[2 * p0], row[2 * p0 + 1]);
+      qa2[kc] = pack_half2(row[2 * p0 + 2], row[2 * p0 + 3]);
+    }
+    const uint32_t lut_lane = static_cast<uint32_t>(__cvta_generic_to_shared(lut)) + lane * 4;
+    for (int it = 0; it < n_it; ++it) {
+      cp_wait<kStages - 2>();
+      __syncthreads();
+      issue(it + kStages - 1);
+      const uint8_t* st = stages + (it % kStages) * kStageBytes;
+      const uint16_t* kss = reinterpret_cast<const uint16_t*>(st + 2 * kStageTok * kRow);
+      const uint16_t* vss = kss + kStageTok;
+      const int tw = warp * 16, tok_w = s0 + it * kStageTok + tw;
+      if (tok_w >= end || p.mode == 1) continue;
+      // Scores S^T[g, col] for columns (nt, j): token tw + nt*8 + pi(j).
+      float s[2][4];
+      float2 vsc[2];
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const int r = tw + nt * 8 + pi(gid);
+        const uint4 kw = *reinterpret_cast<const uint4*>(st + r * kRow + swz(r, tig) * 16);
+        const uint32_t w4[4] = {kw.x, kw.y, kw.z, kw.w};
+        s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+        for (int kc = 0; kc < 8; ++kc) {
+          const uint32_t w = w4[kc / 2];
+          const int sh = (kc & 1) * 16;
+          const uint32_t b0 = sh ? lut_byte<2>(lut_lane, w) : lut_byte<0>(lut_lane, w);
+          const uint32_t b1 = sh ? lut_byte<3>(lut_lane, w) : lut_byte<1>(lut_lane, w);
+          mma16816<false>(s[nt], qa0[kc], 0u, qa2[kc], 0u, b0, b1);
+        }
+      }
+      float mx = kNegInf;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const int ra = tw + nt * 8 + pi(2 * tig), rb = tw + nt * 8 + pi(2 * tig + 1);
+        const int base_t = s0 + it * kStageTok;
+        const float ka = __half2float(__ushort_as_half(kss[ra]));
+        const float kb = __half2float(__ushort_as_half(kss[rb]));
+        vsc[nt] = make_float2(__half2float(__ushort_as_half(vss[ra])),
+                              __half2float(__ushort_as_half(vss[rb])));
+        s[nt][0] = base_t + ra < end ? s[nt][0] * ka : kNegInf;
+        s[nt][1] = base_t + rb < end ? s[nt][1] * kb : kNegInf;
+        mx = fmaxf(mx, fmaxf(s[nt][0], s[nt][1]));
+      }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m_run, mx);
+      const float m_use = m_new == kNegInf ? 0.0f : m_new;
+      const float corr = exp2f(m_run - m_use);
+      float psum = 0.0f;
+      uint32_t pb[2];
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const float p0 = exp2f(s[nt][0] - m_use), p1 = exp2f(s[nt][1] - m_use);
+        psum += p0 + p1;
+        pb[nt] = pack_half2(p0 > 0.0f ? p0 * vsc[nt].x : 0.0f, p1 > 0.0f ? p1 * vsc[nt].y : 0.0f);
+      }
+      l_run = l_run * corr + psum;
+      m_run = m_new;
+      const float ca = __shfl_sync(0xffffffffu, corr, (2 * tig) * 4);
+      const float cb = __shfl_sync(0xffffffffu, corr, (2 * tig + 1) * 4);
+      // V^T A operand: k index 2tig + (q & 1) + 8 (q >> 1) -> token tw + 8 (q >> 1) + pi(...).
+      uint2 vw[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int r = tw + (q >> 1) * 8 + pi(2 * tig + (q & 1));
+        vw[q] = *reinterpret_cast<const uint2*>(st + kStageTok * kRow + r * kRow +
+                                                swz(r, gid >> 1) * 16 + (gid & 1) * 8);
+      }
+      if (__any_sync(0xffffffffu, corr != 1.0f)) {  // rescale only when a running max moved
+#pragma unroll
+        for (int m = 0; m < 8; ++m)
+          acc[m][0] *= ca, acc[m][1] *= cb, acc[m][2] *= ca, acc[m][3] *= cb;
+      }
+#pragma unroll
+      for (int m = 0; m < 8; ++m) {
+        uint32_t x[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const uint32_t w = m < 4 ? vw[q].x : vw[q].y;
+          switch (m & 3) {
+            case 0: x[q] = lut_byte<0>(lut_lane, w); break;
+            case 1: x[q] = lut_byte<1>(lut_lane, w); break;
+            case 2: x[q] = lut_byte<2>(lut_lane, w); break;
+            default: x[q] = lut_byte<3>(lut_lane, w); break;
+          }
+        }
+        mma16816<false>(acc[m], prmt(x[0], x[1], 0x5410), prmt(x[0], x[1], 0x7632),
+                        prmt(x[2], x[3], 0x5410), prmt(x[2], x[3], 0x7632), pb[0], pb[1]);
+      }
+    }
+  }
+  cp_wait<0>();
+  __syncthreads();  // stages and the table are free from here: reuse them as scratch
+
+  float* wacc = reinterpret_cast<float*>(smem);  // [kWarps][8][D]
+  float* wm = wacc + kWarps * 8 * D;             // [kWarps][8]
+  float* wl = wm + kWarps * 8;
+  if (!is_tail) {
+    l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
+    l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
+    if (tig == 0) {
+      wm[warp * 8 + gid] = m_run;
+      wl[warp * 8 + gid] = l_run;
+    }
+#pragma unroll
+    for (int m = 0; m < 8; ++m) {
+      const int j = (D / 16) * gid + m;
+      float* w0 = wacc + (warp * 8 + 2 * tig) * D;
+      float* w1 = w0 + D;
+      w0[2 * j] = acc[m][0];
+      w1[2 * j] = acc[m][1];
+      w0[2 * j + 1] = acc[m][2];
+      w1[2 * j + 1] = acc[m][3];
+    }
+  } else {
+    // Exact tail: rows already rotated (R_k k, R_v v as f32); in each chunk warp w takes rows
+    // 8w .. 8w + 7; lane holds coordinates 4 lane .. 4 lane + 3; acc[g] = the per-head sums.
+    float mg[8], lg[8];
+#pragma unroll
+    for (int g = 0; g < 8; ++g) mg[g] = kNegInf, lg[g] = 0.0f;
+    for (int ch = 0; ch < n_chunk; ++ch) {
+      cp_wait<1>();
+      __syncthreads();
+      const float* kb = tbuf + (ch & 1) * 2 * 32 * D;
+      const float* vb = kb + 32 * D;
+      // Warp w: rows 8w .. 8w + 7 together (independent reductions, one rescale per chunk).
+      const int rbeg = warp * 8, nr = min(8, TL - ch * 32 - rbeg);
+      if (nr > 0) {
+        float4 kv[8], vv[8];
+#pragma unroll
+        for (int r = 0; r < 8; ++r) {
+          kv[r] = reinterpret_cast<const float4*>(kb + (rbeg + r) * D)[lane];
+          vv[r] = reinterpret_cast<const float4*>(vb + (rbeg + r) * D)[lane];
+        }
+#pragma unroll
+        for (int g = 0; g < 8; ++g) {
+          if (g >= gn) break;
+          const float4 qv = reinterpret_cast<const float4*>(qs + g * D)[lane];
+          float d[8];
+#pragma unroll
+          for (int r = 0; r < 8; ++r)
+            d[r] = qv.x * kv[r].x + qv.y * kv[r].y + qv.z * kv[r].z + qv.w * kv[r].w;
+#pragma unroll
+          for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+            for (int r = 0; r < 8; ++r) d[r] += __shfl_xor_sync(0xffffffffu, d[r], o);
+          float mx = kNegInf;
+#pragma unroll
+          for (int r = 0; r < 8; ++r) mx = r < nr ? fmaxf(mx, d[r]) : mx;
+          const float mn = fmaxf(mg[g], mx);
+          const float c = exp2f(mg[g] - mn);
+          float4 a = make_float4(acc[g][0] * c, acc[g][1] * c, acc[g][2] * c, acc[g][3] * c);
+          float l = lg[g] * c;
+#pragma unroll
+          for (int r = 0; r < 8; ++r) {
+            const float e = r < nr ? exp2f(d[r] - mn) : 0.0f;
+            l += e;
+            a.x += e * vv[r].x, a.y += e * vv[r].y, a.z += e * vv[r].z, a.w += e * vv[r].w;
+          }
+          acc[g][0] = a.x, acc[g][1] = a.y, acc[g][2] = a.z, acc[g][3] = a.w;
+          lg[g] = l;
+          mg[g] = mn;
+        }
+      }
+      __syncthreads();
+      issue_tail(ch + 2);
+    }
+    cp_wait<0>();
+    __syncthreads();
+#pragma unroll
+    for (int g = 0; g < 8; ++g) {
+      reinterpret_cast<float4*>(wacc + (warp * 8 + g) * D)[lane] =
+          make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
+      if (lane == 0) wm[warp * 8 + g] = mg[g], wl[warp * 8 + g] = lg[g];
+    }
+  }
+  __syncthreads();
+  for (int i = tid; i < gn * D; i += kThreads) {
+    const int g = i / D, c = i % D;
+    float M = kNegInf;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, wm[w * 8 + g]);
+    float a = 0.0f, l = 0.0f;
+    if (M != kNegInf) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float e = exp2f(wm[w * 8 + g] - M);
+        a += e * wacc[(w * 8 + g) * D + c];
+        l += e * wl[w * 8 + g];
+      }
+    }
+    const int64_t slot = (int64_t(b) * p.n_head + q_head0 + g) * p.n_total + split;
+    p.part_acc[slot * D + c] = a;
+    if (c == 0) p.part_ml[slot * 2] = M, p.part_ml[slot * 2 + 1] = l;
+  }
+
+  // The last block of this (sequence, kv head, subgroup) merges all splits.
+  __shared__ int s_last;
+  __threadfence();
+  __syncthreads();
+  const int cidx = (b * p.n_head_kv + hk) * p.n_sub + sub;
+  if (tid == 0) s_last = atomicAdd(p.counters + cidx, 1) == p.n_total - 1;
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  // All loads of a phase are issued together (one L2 round trip each): split weights first,
+  // then each thread sums float4 columns of one head over the splits, 8 loads in flight.
+  float* wts = reinterpret_cast<float*>(smem);  // [8][n_total]: m, then normalised weights
+  float* lsum = wts + 8 * p.n_total;            // [8][n_total]
+  float* y = lsum + 8 * p.n_total;              // [8][D]
+  const int64_t row0 = (int64_t(b) * p.n_head + q_head0) * p.n_total;
+  for (int i = tid; i < gn * p.n_total; i += kThreads) {
+    const float2 ml = __ldcg(reinterpret_cast<const float2*>(p.part_ml) + row0 + i);
+    wts[i] = ml.x;
+    lsum[i] = ml.y;
+  }
+  __syncthreads();
+  for (int g = warp; g < gn; g += kWarps) {
+    float M = kNegInf;
+    for (int s = lane; s < p.n_total; s += 32) M = fmaxf(M, wts[g * p.n_total + s]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    float l = 0.0f;
+    for (int s = lane; s < p.n_total; s += 32) {
+      const float m = wts[g * p.n_total + s];
+      const float e = M == kNegInf ? 0.0f : exp2f(m - M);
+      wts[g * p.n_total + s] = e;
+      l += e * lsum[g * p.n_total + s];
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    __syncwarp();
+    for (int s = lane; s < p.n_total; s += 32) wts[g * p.n_total + s] *= inv;
+  }
+  __syncthreads();
+  for (int pr = tid; pr < gn * (D / 4); pr += kThreads) {
+    const int g = pr / (D / 4), c4 = pr % (D / 4);
+    const float4* pa = reinterpret_cast<const float4*>(p.part_acc + (row0 + int64_t(g) * p.n_total) * D) + c4;
+    const float* wg = wts + g * p.n_total;
+    float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int s0b = 0; s0b < p.n_total; s0b += 16) {
+      float4 v[16];
+#pragma unroll
+      for (int u = 0; u < 16; ++u)
+        v[u] = s0b + u < p.n_total ? __ldcg(pa + int64_t(s0b + u) * (D / 4)) : make_float4(0, 0, 0, 0);
+#pragma unroll
+      for (int u = 0; u < 16; ++u) {
+        const float w = s0b + u < p.n_total ? wg[s0b + u] : 0.0f;
+        a.x += w * v[u].x, a.y += w * v[u].y, a.z += w * v[u].z, a.w += w * v[u].w;
+      }
+    }
+    const float av[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int c = 4 * c4 + i;
+      y[g * D + c] = sign_bit(p.vsign_out, c) ? -av[i] : av[i];
+    }
+  }
+  __syncthreads();
+  for (int h = 1; h < D; h <<= 1) {  // x = D1 H D2 y / sqrt(D)
+    for (int i = tid; i < gn * D / 2; i += kThreads) {
+      const int g = i / (D / 2), r = i % (D / 2);
+      const int j = (r / h) * 2 * h + (r % h);
+      float* row = y + g * D;
+      const float u = row[j], w = row[j + h];
+      row[j] = u + w;
+      row[j + h] = u - w;
+    }
+    __syncthreads();
+  }
+  const float sc = rsqrtf(float(D));
+  for (int i = tid; i < gn * D; i += kThreads) {
+    const int g = i / D, c = i % D;
+    p.out[(int64_t(b) * p.n_head + q_head0 + g) * D + c] =
+        y[i] * (sign_bit(p.vsign_in, c) ? -sc : sc);
+  }
+  if (tid == 0) p.counters[cidx] = 0;  // ready for the next launch
+}
+
+// Per-process counters for the fused merge (grown on demand, self-resetting). One launch at a
+// time may use them: concurrent decode launches on different streams are not supported.
+int* merge_counters(size_t n) {
+  static std::mutex mu;
+  static int* buf = nullptr;
+  static size_t cap = 0;
+  std::lock_guard<std::mutex> lock(mu);
+  if (n > cap) {
+    CUDA_CHECK(cudaDeviceSynchronize());
+    if (buf) CUDA_CHECK(cudaFree(buf));
+    const size_t want = std::max<size_t>(n, 4096);
+    CUDA_CHECK(cudaMalloc(&buf, want * sizeof(int)));
+    CUDA_CHECK(cudaMemset(buf, 0, want * sizeof(int)));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    cap = want;
+  }
+  return buf;
+}
+
+}  // namespace
+
+int tq128_blocks_per_sm() {
+  CUDA_CHECK(cudaFuncSetAttribute(tq128_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(kSmem)));
+  CUDA_CHECK(cudaFuncSetAttribute(tq128_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  int(cudaSharedmemCarveoutMaxShared)));
+  int n = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, tq128_kernel, kThreads, kSmem));
+  return n;
+}
+
+bool tq128_supported(const DecodeAttnArgs& a) {
+  auto al16 = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; };
+  return a.format == KvFormat::TurboQuant && a.head_dim == 128 && a.seq_stride % 8 == 0 &&
+         a.head_stride % 8 == 0 && al16(a.k) && al16(a.v) && al16(a.k_scale) && al16(a.v_scale) &&
+         (!a.k_tail || (al16(a.k_tail) && al16(a.v_tail)));
+}
+
+void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void* stream) {
+  TqParams p{};
+  const int G = a.n_head / a.n_head_kv;
+  const bool tail = a.k_tail != nullptr;
+  p.q = a.q;
+  p.out = a.out;
+  p.n_split = plan.n_split;
+  p.n_total = plan.n_split + (tail ? 1 : 0);
+  p.part_acc = a.workspace;
+  p.part_ml = a.workspace + size_t(a.batch) * a.n_head * p.n_total * D;
+  p.counters = merge_counters(size_t(a.batch) * a.n_head_kv * plan.n_sub);
+  p.k = static_cast<const uint8_t*>(a.k);
+  p.v = static_cast<const uint8_t*>(a.v);
+  p.ks = a.k_scale;
+  p.vs = a.v_scale;
+  p.seq_stride = a.seq_stride;
+  p.head_stride = a.head_stride;
+  p.lens = a.lens;
+  p.kt = a.k_tail;
+  p.vt = a.v_tail;
+  p.t_seq_stride = a.tail_seq_stride;
+  p.t_head_stride = a.tail_head_stride;
+  p.tlens = a.tail_lens;
+  p.n_head = a.n_head;
+  p.n_head_kv = a.n_head_kv;
+  p.G = G;
+  p.n_sub = plan.n_sub;
+  p.qscale = (a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(float(D))) * kLog2e;
+  static const int mode = [] {
+    const char* e = std::getenv("TQ_DECODE_MODE");
+    return e ? std::atoi(e) : 0;
+  }();
+  p.mode = mode;
+  for (int i = 0; i < 16; ++i) {
+    if (a.k_codec->centroids[i] != a.v_codec->centroids[i])
+      raise("decode_attention: K and V codebooks differ (widths or head_dim)");
+    p.cent[i] = a.k_codec->centroids[i];
+  }
+  for (int i = 0; i < 8; ++i) {
+    p.ksign_in[i] = a.k_codec->sign_in[i];
+    p.ksign_out[i] = a.k_codec->sign_out[i];
+    p.vsign_in[i] = a.v_codec->sign_in[i];
+    p.vsign_out[i] = a.v_codec->sign_out[i];
+  }
+  if (size_t(8) * (2 * p.n_total + D) * 4 > size_t(kScratchBytes))
+    raise("decode_attention: too many splits for the fused merge");
+  static std::once_flag configured;
+  std::call_once(configured, [] {
+    CUDA_CHECK(cudaFuncSetAttribute(tq128_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(kSmem)));
+    // Ask for the largest shared-memory carveout: 3 blocks of ~70 KB per SM.
+    CUDA_CHECK(cudaFuncSetAttribute(tq128_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    int(cudaSharedmemCarveoutMaxShared)));
+  });
+  dim3 grid(p.n_total, a.n_head_kv * plan.n_sub, a.batch);
+  tq128_kernel<<<grid, kThreads, kSmem, as_stream(stream)>>>(p);
+  check_last_launch("tq128_kernel");
+}
+
+}  // namespace tq::cuda
