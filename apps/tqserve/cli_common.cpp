@@ -92,8 +92,10 @@ void add_kv_options(CLI::App* c, KvArgs& a) {
                 "TurboQuant layers also keep their last N tokens exact (0: none)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
-  c->add_flag("--kv-norm-correction", a.norm_correction,
-              "Store ||x|| / ||code|| so decoded vectors keep their exact norm");
+  c->add_option("--kv-norm-correction", a.norm_correction,
+                "on: store ||x|| / ||code|| so decoded vectors keep their exact norm; off: ||x||")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
 }
 
 KvPolicy make_kv_policy(const KvArgs& a, const ModelConfig& cfg) {
@@ -112,7 +114,7 @@ KvPolicy make_kv_policy(const KvArgs& a, const ModelConfig& cfg) {
   with_context("TurboQuant format", [&] { p.format.validate(); });
   p.keep_dense = with_context("--kv-keep-dense",
                               [&] { return parse_layer_list(a.keep_dense, int(cfg.n_layer)); });
-  p.format.norm.corrected = a.norm_correction;
+  p.format.norm.corrected = a.norm_correction == "on";
   p.convert_at = a.convert_at;
   p.slice_tokens = a.slice;
   p.recent_exact = a.recent;

@@ -39,7 +39,7 @@ struct KvArgs {
   int64_t slice = 8192;
   std::string rotation = "hadamard";
   int64_t recent = 128;
-  bool norm_correction = false;
+  std::string norm_correction = "on";
 };
 void add_kv_options(CLI::App* cmd, KvArgs& args);
 // Validates the options against the model (layers, head_dim): throws Error naming the flag.
