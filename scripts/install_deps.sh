@@ -11,6 +11,11 @@ missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js and npm run the official openai client in the server tests; a machine may carry them
+# outside Debian's packages (e.g. NodeSource's nodejs bundles npm), so check the commands.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
 if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
 echo "installing: ${missing[*]}"
 SUDO=""

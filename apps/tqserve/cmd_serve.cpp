@@ -33,6 +33,8 @@ struct ServeArgs {
   size_t max_body_bytes = 8u << 20;
   double shutdown_grace = 10.0;
   bool no_access_log = false;
+  std::string chat_template;  // overrides the model's
+  KvArgs kv;
 };
 
 // SIGINT/SIGTERM write the signal number into a pipe that a watcher thread reads: any thread
@@ -66,7 +68,16 @@ void run(const ServeArgs& a) {
   if (sm.name.empty()) sm.name = "model";
   sm.tokenizer = std::make_shared<const Tokenizer>(Tokenizer::from_file(dir / "tokenizer.json"));
   sm.created = int64_t(std::time(nullptr));
-  try {
+  if (!a.chat_template.empty()) {
+    // An explicit template serves every request, with or without tools; the model's bos/eos
+    // tokens still come from its tokenizer_config.json.
+    sm.chat_template = ChatTemplate::from_file(a.chat_template);
+    try {
+      auto model_tpl = ChatTemplate::from_model_dir(dir, false);
+      sm.chat_template->set_special_tokens(model_tpl.bos_token(), model_tpl.eos_token());
+    } catch (const Error&) {
+    }
+  } else try {
     sm.chat_template = ChatTemplate::from_model_dir(dir, false);
     sm.chat_template_tools = ChatTemplate::from_model_dir(dir, true);
     if (sm.chat_template_tools->source() == sm.chat_template->source()) sm.chat_template_tools.reset();
@@ -83,6 +94,9 @@ void run(const ServeArgs& a) {
   ec.ctx_size = a.ctx_size > 0 ? std::min<int64_t>(a.ctx_size, mc.max_position_embeddings)
                                : mc.max_position_embeddings;
   ec.eos_ids = eos_ids(dir, mc);
+  ec.kv = make_kv_policy(a.kv, mc);
+  if (ec.kv.convert_at > 0)
+    fail("serve: --kv-convert-at is for generate/score; a server converts after each prompt");
   // The chat template's end-of-turn token ends generation too (e.g. <|im_end|>).
   if (sm.chat_template && sm.chat_template->eos_token())
     if (auto id = sm.tokenizer->token_to_id(*sm.chat_template->eos_token()))
@@ -166,6 +180,10 @@ void add_serve_command(CLI::App& app) {
                 "Seconds in-flight requests may run after SIGINT/SIGTERM before being cancelled")
       ->capture_default_str();
   c->add_flag("--no-access-log", a->no_access_log, "Do not log one line per request to stderr");
+  c->add_option("--chat-template", a->chat_template,
+                "Chat template file (.jinja) used instead of the model's")
+      ->check(CLI::ExistingFile);
+  add_kv_options(c, a->kv);
   c->callback([a] { run(*a); });
 }
 

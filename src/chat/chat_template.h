@@ -44,6 +44,11 @@ class ChatTemplate {
 
   const std::optional<std::string>& bos_token() const { return bos_token_; }
   const std::optional<std::string>& eos_token() const { return eos_token_; }
+  // For a template loaded from a file: the model's special tokens (from its own directory).
+  void set_special_tokens(std::optional<std::string> bos, std::optional<std::string> eos) {
+    bos_token_ = std::move(bos);
+    eos_token_ = std::move(eos);
+  }
   const std::string& source() const;
 
   struct Parsed;

@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "core/error.h"
+#include "kv/kv_convert.h"
 
 namespace tq {
 
@@ -256,6 +257,10 @@ void EngineLoop::run_step() {
         bool all = s.req.prompt_logprobs;
         if (all) emit_prompt_logprobs(s, rows_i, it.begin, it.n);
         if (!it.last_chunk) continue;
+        if (cfg_.kv.turboquant() && !convert_after_prefill(s)) {
+          ended_.push_back(&s);
+          continue;
+        }
         float* last = all ? rows_i + (it.n - 1) * vocab_ : rows_i;
         if (s.req.max_tokens == 0) {
           finish(s, FinishReason::Length);
@@ -279,6 +284,20 @@ void EngineLoop::run_step() {
   }
   update_stats_locked(step_s);
   if (sched_.idle()) idle_cv_.notify_all();
+}
+
+bool EngineLoop::convert_after_prefill(Seq& s) {
+  const ModelConfig& mc = model_->config();
+  KvPolicy p = cfg_.kv;
+  p.format.head_dim = int(mc.head_dim);
+  try {
+    convert_cache(model_->backend(), s.cache, LayerShape{mc.n_head, mc.n_head_kv, mc.head_dim}, p);
+    return true;
+  } catch (const std::exception& e) {
+    // Fail closed: the cache may hold a half-converted layer; this request ends, no other.
+    finish(s, FinishReason::Error, std::string("KV conversion failed: ") + e.what());
+    return false;
+  }
 }
 
 void EngineLoop::emit_prompt_logprobs(Seq& s, const float* rows, int64_t begin, int64_t n) {

@@ -16,6 +16,7 @@
 #include "engine/request_channel.h"
 #include "engine/sampler.h"
 #include "kv/kv_cache.h"
+#include "kv/kv_policy.h"
 #include "model/model.h"
 #include "sched/scheduler.h"
 
@@ -25,6 +26,9 @@ struct EngineConfig {
   SchedulerConfig sched;
   int64_t ctx_size = 4096;         // prompt + generated tokens per sequence
   std::vector<int32_t> eos_ids;    // end generation (unless ignore_eos)
+  // TurboQuant ("ordinary" mode): a sequence's eligible layers convert once its prompt is
+  // prefilled, and it decodes on the compressed cache. convert_at is not used here.
+  KvPolicy kv;
 };
 
 enum class SubmitStatus : uint8_t { Accepted, Busy, ShuttingDown, Invalid };
@@ -86,6 +90,9 @@ class EngineLoop {
   // Samples the next token of `s` from its logits row; returns true when the sequence ended.
   bool sample_and_emit(Seq& s, float* row);
   void emit_prompt_logprobs(Seq& s, const float* rows, int64_t begin, int64_t n);
+  // Ordinary TurboQuant: converts s's cache after its prompt; false (s finished with an error)
+  // when the conversion failed.
+  bool convert_after_prefill(Seq& s);
   void finish(Seq& s, FinishReason reason, const std::string& error = {});
   void update_stats_locked(double step_seconds);
 

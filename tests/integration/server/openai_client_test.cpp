@@ -131,3 +131,33 @@ TEST(OpenAiClient, SigtermCancelsStreamsAfterTheGracePeriod) {
 
 }  // namespace
 }  // namespace tq::test
+
+namespace tq::test {
+namespace {
+
+// TurboQuant serving: each request's cache converts after its prompt and decodes compressed.
+// At 8 bits the greedy tokens still equal transformers' (greedy_1 is left out: its dense run
+// has a near-tie, a 1e-4 logit gap, at step 20 that any rounding may break), alone and batched.
+TEST(OpenAiClient, TurboQuantServingKeepsGreedyTokens) {
+  TQ_REQUIRE_NODE();
+  SafetensorsFile ref(repo_path("models/micro-qwen3/reference/reference.safetensors"));
+  nlohmann::json cases = nlohmann::json::array();
+  for (int i : {0, 2, 3}) {
+    std::string name = "greedy_" + std::to_string(i);
+    cases.push_back({{"name", name},
+                     {"ids", reference_ints(ref, name + ".ids")},
+                     {"out", reference_ints(ref, name + ".out")}});
+  }
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("tq-greedy-tq-" + std::to_string(getpid()) + ".json")).string();
+  std::ofstream(path) << nlohmann::json{{"cases", cases}, {"max_tokens", 48}}.dump();
+  ServerProcess srv({"--kv", "turboquant", "--k-bits", "8", "--v-bits", "8", "--no-access-log"});
+  ASSERT_TRUE(srv.started()) << srv.log();
+  NodeResult r = run_node("greedy.mjs", srv.base_url(), {path});
+  std::filesystem::remove(path);
+  EXPECT_EQ(r.exit_code, 0) << r.output << "\n--- server log ---\n" << srv.log();
+  EXPECT_EQ(srv.stop(SIGTERM), 0) << srv.log();
+}
+
+}  // namespace
+}  // namespace tq::test
