@@ -2,9 +2,8 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 MODEL ?= models/micro-qwen3
-PROMPT ?= def fibonacci(n):
 
-.PHONY: deps configure build run test test-fast bench fuzz clean
+.PHONY: deps configure build run test bench fuzz clean
 
 deps:
 	@./scripts/install_deps.sh
