@@ -234,6 +234,19 @@ struct Prefiller {
     if (auto pm = read_process_memory()) report.peak_rss = pm->peak_bytes;
   }
   double suffix_seconds() const { return suffix_start ? since(*suffix_start) : 0.0; }
+  // The cache and conversion fields GenerateResult and ScoreResult share.
+  template <typename Result>
+  void fill(const KvCache& c, Result& r) {
+    finish_report();
+    r.kv_bytes = c.bytes();
+    r.kv_peak_bytes = std::max(peak, r.kv_bytes);
+    r.converted = converted;
+    r.conversion = stats;
+    r.conversion_trigger = trigger;
+    r.chunks = std::move(chunks);
+    r.guard = report;
+    r.error = error;
+  }
 };
 
 }  // namespace
@@ -260,17 +273,7 @@ GenerateResult generate(Model& model, std::span<const int32_t> prompt, const Gen
   if (ok && opt.kv.turboquant() && !pre.converted) ok = pre.convert("after_prefill");
   r.prefill_seconds = since(t0);
   r.suffix_seconds = pre.suffix_seconds();
-  auto finish_result = [&] {
-    pre.finish_report();
-    r.kv_bytes = cache.bytes();
-    r.kv_peak_bytes = std::max(pre.peak, r.kv_bytes);
-    r.converted = pre.converted;
-    r.conversion = pre.stats;
-    r.conversion_trigger = pre.trigger;
-    r.chunks = std::move(pre.chunks);
-    r.guard = pre.report;
-    r.error = pre.error;
-  };
+  auto finish_result = [&] { pre.fill(cache, r); };
   if (!ok) {
     r.finish_reason = "error";
     finish_result();
@@ -340,15 +343,7 @@ ScoreResult score(Model& model, std::span<const int32_t> ids, const ScoreOptions
   r.mean_nll = r.nll.empty() ? 0.0 : total / double(r.nll.size());
   r.seconds = since(t0);
   r.suffix_seconds = pre.suffix_seconds();
-  pre.finish_report();
-  r.kv_bytes = cache.bytes();
-  r.kv_peak_bytes = std::max(pre.peak, r.kv_bytes);
-  r.converted = pre.converted;
-  r.conversion = pre.stats;
-  r.conversion_trigger = pre.trigger;
-  r.chunks = std::move(pre.chunks);
-  r.guard = pre.report;
-  r.error = pre.error;
+  pre.fill(cache, r);
   return r;
 }
 

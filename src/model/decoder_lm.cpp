@@ -84,18 +84,7 @@ class DecoderLm final : public Model {
   void forward_batch(std::span<const SeqStep> steps) override {
     const ModelConfig& c = config_;
     Backend& be = *backend_;
-    ids_.clear();
-    pos0_.clear();
-    for (const SeqStep& st : steps) {
-      if (st.ids.empty()) fail("forward: a sequence with no tokens");
-      if (!st.cache || int64_t(st.cache->layers.size()) != c.n_layer)
-        fail("forward: cache has the wrong layer count");
-      for (int32_t id : st.ids)
-        if (id < 0 || id >= c.vocab_size) fail("token id {} is outside [0, {})", id, c.vocab_size);
-      ids_.insert(ids_.end(), st.ids.begin(), st.ids.end());
-      // Positions are fixed before any layer appends (layer 0's length changes as it runs).
-      pos0_.push_back(st.cache->n_tokens());
-    }
+    gather_step(steps, ids_, pos0_);
     const int64_t T = int64_t(ids_.size());
     if (T == 0) fail("forward: no tokens");
     ensure_workspace(T);
@@ -184,6 +173,22 @@ class DecoderLm final : public Model {
 };
 
 }  // namespace
+
+void Model::gather_step(std::span<const SeqStep> steps, std::vector<int32_t>& ids,
+                        std::vector<int64_t>& pos0) const {
+  ids.clear();
+  pos0.clear();
+  for (const SeqStep& st : steps) {
+    if (st.ids.empty()) fail("forward: a sequence with no tokens");
+    if (!st.cache || int64_t(st.cache->layers.size()) != config_.n_layer)
+      fail("forward: cache has the wrong layer count");
+    for (int32_t id : st.ids)
+      if (id < 0 || id >= config_.vocab_size)
+        fail("token id {} is outside [0, {})", id, config_.vocab_size);
+    ids.insert(ids.end(), st.ids.begin(), st.ids.end());
+    pos0.push_back(st.cache->n_tokens());
+  }
+}
 
 KvCache Model::new_cache() const {
   KvCache cache;

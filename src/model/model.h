@@ -49,6 +49,12 @@ class Model {
                                      const std::function<void(int64_t, int64_t)>& on_progress = {});
 
  protected:
+  // Validates a step (non-empty sequences, caches with one layer per model layer, ids in
+  // range) and gathers its tokens, concatenated, and each sequence's first position, fixed
+  // before any layer appends (layer 0's length changes as it runs). Throws Error.
+  void gather_step(std::span<const SeqStep> steps, std::vector<int32_t>& ids,
+                   std::vector<int64_t>& pos0) const;
+
   ModelConfig config_;
   Backend* backend_ = nullptr;
   size_t weight_bytes_ = 0;

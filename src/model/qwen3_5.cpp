@@ -26,17 +26,8 @@ class Qwen3_5Lm final : public Model {
   void forward_batch(std::span<const SeqStep> steps) override {
     const ModelConfig& c = config_;
     Backend& be = *backend_;
-    ids_.clear();
-    pos0_.clear();
-    for (const SeqStep& st : steps) {
-      if (st.ids.empty()) fail("forward: a sequence with no tokens");
-      check_cache(st.cache);
-      for (int32_t id : st.ids)
-        if (id < 0 || id >= c.vocab_size) fail("token id {} is outside [0, {})", id, c.vocab_size);
-      ids_.insert(ids_.end(), st.ids.begin(), st.ids.end());
-      // Positions are fixed before any layer advances its cache.
-      pos0_.push_back(st.cache->n_tokens());
-    }
+    gather_step(steps, ids_, pos0_);
+    for (const SeqStep& st : steps) check_cache(st.cache);
     const int64_t T = int64_t(ids_.size());
     ensure_workspace(T);
     const int64_t H = c.hidden_size, I = c.intermediate_size;
