@@ -108,7 +108,7 @@ json parse_body(const std::string& body) {
   json j;
   try {
     j = json::parse(body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers out of range (out_of_range)
     throw ApiError(400, fmt::format("We could not parse the JSON body of your request: {}", e.what()),
                    "", "invalid_json");
   }
