@@ -30,6 +30,8 @@ nlohmann::json read_json_file(const std::filesystem::path& path) {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     fail("{}: invalid JSON at byte {}: {}", path.string(), e.byte, e.what());
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number out of range
+    fail("{}: invalid JSON: {}", path.string(), e.what());
   }
 }
 

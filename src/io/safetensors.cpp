@@ -75,6 +75,8 @@ SafetensorsHeader parse_safetensors(std::span<const uint8_t> bytes) {
     j = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + std::ptrdiff_t(n));
   } catch (const nlohmann::json::parse_error& e) {
     fail("header JSON is invalid at byte {}: {}", 8 + e.byte, e.what());
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number out of range
+    fail("header JSON is invalid: {}", e.what());
   }
   if (!j.is_object()) fail("header JSON is not an object");
   for (auto it = j.begin(); it != j.end(); ++it) {

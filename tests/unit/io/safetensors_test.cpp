@@ -140,3 +140,17 @@ TEST(Safetensors, TruncatedFileOnDiskNamesTheFile) {
 
 }  // namespace
 }  // namespace tq
+
+namespace tq {
+namespace {
+
+TEST(Safetensors, NumberOutOfRangeInHeaderIsAnError) {
+  std::string h = R"({"w":{"dtype":"F32","shape":[1e99999],"data_offsets":[0,4]}})";
+  std::vector<uint8_t> b(8 + h.size() + 4, 0);
+  for (int i = 0; i < 8; ++i) b[size_t(i)] = uint8_t(h.size() >> (8 * i));
+  std::memcpy(b.data() + 8, h.data(), h.size());
+  EXPECT_THROW(parse_safetensors(b), Error);
+}
+
+}  // namespace
+}  // namespace tq
