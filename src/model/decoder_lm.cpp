@@ -88,7 +88,7 @@ class DecoderLm final : public Model {
     const int64_t T = int64_t(ids_.size());
     if (T == 0) fail("forward: no tokens");
     ensure_workspace(T);
-    const int64_t H = c.hidden_size, I = c.intermediate_size;
+    const int64_t H = c.hidden_size;
     const float eps = float(c.rms_norm_eps);
     const float scale = 1.0f / std::sqrt(float(c.head_dim));
     float* x = ws_x_.f32();
@@ -118,33 +118,12 @@ class DecoderLm final : public Model {
       }
       be.linear(attn, T, L.o, h);
       be.add(x, h, T * H);
-      be.rms_norm(x, T, L.post_norm, eps, h);
-      be.linear(h, T, L.gate, ws_gate_.f32());
-      be.linear(h, T, L.up, ws_up_.f32());
-      be.swiglu(ws_gate_.f32(), ws_up_.f32(), ws_gate_.f32(), T * I);
-      be.linear(ws_gate_.f32(), T, L.down, h);
-      be.add(x, h, T * H);
+      swiglu_mlp(x, T, L.post_norm, L.gate, L.up, L.down, h, ws_gate_.f32(), ws_up_.f32());
     }
-    const Weight& head = c.tie_word_embeddings ? embed_ : lm_head_;
-    int64_t row = 0;
-    for (const SeqStep& st : steps) {
-      const int64_t n = int64_t(st.ids.size());
-      // Only the rows whose logits are wanted go through the final norm and the LM head, in
-      // chunks that bound the logits workspace.
-      const int64_t first = st.mode == LogitsMode::Last ? row + n - 1 : row;
-      for (int64_t t0 = first; t0 < row + n; t0 += kLogitRows) {
-        int64_t m = std::min(kLogitRows, row + n - t0);
-        be.rms_norm(x + t0 * H, m, norm_, eps, h);
-        be.linear(h, m, head, ws_logits_.f32());
-        be.download(st.logits + (t0 - first) * c.vocab_size, ws_logits_.f32(),
-                    size_t(m * c.vocab_size) * sizeof(float));
-      }
-      row += n;
-    }
+    write_logits(steps, x, h, norm_, c.tie_word_embeddings ? embed_ : lm_head_, ws_logits_.f32());
   }
 
  private:
-  static constexpr int64_t kLogitRows = 256;
 
   void ensure_workspace(int64_t T) {
     if (T <= ws_tokens_) return;
@@ -173,6 +152,37 @@ class DecoderLm final : public Model {
 };
 
 }  // namespace
+
+void Model::write_logits(std::span<const SeqStep> steps, const float* x, float* h,
+                         const Weight& norm, const Weight& head, float* logits_ws) const {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size;
+  int64_t row = 0;
+  for (const SeqStep& st : steps) {
+    const int64_t n = int64_t(st.ids.size());
+    const int64_t first = st.mode == LogitsMode::Last ? row + n - 1 : row;
+    for (int64_t t0 = first; t0 < row + n; t0 += kLogitRows) {
+      const int64_t m = std::min(kLogitRows, row + n - t0);
+      backend_->rms_norm(x + t0 * H, m, norm, float(c.rms_norm_eps), h);
+      backend_->linear(h, m, head, logits_ws);
+      backend_->download(st.logits + (t0 - first) * c.vocab_size, logits_ws,
+                         size_t(m * c.vocab_size) * sizeof(float));
+    }
+    row += n;
+  }
+}
+
+void Model::swiglu_mlp(float* x, int64_t T, const Weight& norm, const Weight& gate,
+                       const Weight& up, const Weight& down, float* h, float* gate_ws,
+                       float* up_ws) const {
+  Backend& be = *backend_;
+  be.rms_norm(x, T, norm, float(config_.rms_norm_eps), h);
+  be.linear(h, T, gate, gate_ws);
+  be.linear(h, T, up, up_ws);
+  be.swiglu(gate_ws, up_ws, gate_ws, T * config_.intermediate_size);
+  be.linear(gate_ws, T, down, h);
+  be.add(x, h, T * config_.hidden_size);
+}
 
 void Model::gather_step(std::span<const SeqStep> steps, std::vector<int32_t>& ids,
                         std::vector<int64_t>& pos0) const {

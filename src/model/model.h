@@ -55,6 +55,16 @@ class Model {
   void gather_step(std::span<const SeqStep> steps, std::vector<int32_t>& ids,
                    std::vector<int64_t>& pos0) const;
 
+  // Rows of logits the LM head computes at once (bounds the logits workspace).
+  static constexpr int64_t kLogitRows = 256;
+  // Final norm and LM head on the rows each sequence wants (its last, or all), in chunks of
+  // kLogitRows through logits_ws [kLogitRows, vocab]; h is scratch [kLogitRows, hidden].
+  void write_logits(std::span<const SeqStep> steps, const float* x, float* h, const Weight& norm,
+                    const Weight& head, float* logits_ws) const;
+  // x += down(silu(gate(norm(x))) * up(norm(x))) over T rows; h, gate_ws, up_ws are scratch.
+  void swiglu_mlp(float* x, int64_t T, const Weight& norm, const Weight& gate, const Weight& up,
+                  const Weight& down, float* h, float* gate_ws, float* up_ws) const;
+
   ModelConfig config_;
   Backend* backend_ = nullptr;
   size_t weight_bytes_ = 0;

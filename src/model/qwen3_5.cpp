@@ -30,7 +30,7 @@ class Qwen3_5Lm final : public Model {
     for (const SeqStep& st : steps) check_cache(st.cache);
     const int64_t T = int64_t(ids_.size());
     ensure_workspace(T);
-    const int64_t H = c.hidden_size, I = c.intermediate_size;
+    const int64_t H = c.hidden_size;
     const float eps = float(c.rms_norm_eps);
     float* x = ws_x_.f32();
     float* h = ws_h_.f32();
@@ -43,19 +43,14 @@ class Qwen3_5Lm final : public Model {
       else
         gated_attention(L, li, steps, h);
       be.add(x, h, T * H);
-      be.rms_norm(x, T, L.post_norm, eps, h);
-      be.linear(h, T, L.mlp_gate, ws_gate_.f32());
-      be.linear(h, T, L.mlp_up, ws_up_.f32());
-      be.swiglu(ws_gate_.f32(), ws_up_.f32(), ws_gate_.f32(), T * I);
-      be.linear(ws_gate_.f32(), T, L.mlp_down, h);
-      be.add(x, h, T * H);
+      swiglu_mlp(x, T, L.post_norm, L.mlp_gate, L.mlp_up, L.mlp_down, h, ws_gate_.f32(),
+                 ws_up_.f32());
     }
-    write_logits(steps, x, h);
+    write_logits(steps, x, h, w_.norm, c.tie_word_embeddings ? w_.embed : w_.lm_head,
+                 ws_logits_.f32());
   }
 
  private:
-  static constexpr int64_t kLogitRows = 256;
-
   // Every layer's cache must be of the kind its layer runs on.
   void check_cache(const KvCache* cache) const {
     if (!cache || int64_t(cache->layers.size()) != config_.n_layer)
@@ -139,27 +134,6 @@ class Qwen3_5Lm final : public Model {
     }
     if (c.attn_output_gate) be.sigmoid_mul(attn, ws_qgate_.f32(), T * c.q_dim());
     be.linear(attn, T, L.attn.o, h);
-  }
-
-  // Final norm and LM head on the rows each sequence wants, in chunks of kLogitRows.
-  void write_logits(std::span<const SeqStep> steps, const float* x, float* h) {
-    const ModelConfig& c = config_;
-    Backend& be = *backend_;
-    const int64_t H = c.hidden_size;
-    const Weight& head = c.tie_word_embeddings ? w_.embed : w_.lm_head;
-    int64_t row = 0;
-    for (const SeqStep& st : steps) {
-      const int64_t n = int64_t(st.ids.size());
-      const int64_t first = st.mode == LogitsMode::Last ? row + n - 1 : row;
-      for (int64_t t0 = first; t0 < row + n; t0 += kLogitRows) {
-        const int64_t m = std::min(kLogitRows, row + n - t0);
-        be.rms_norm(x + t0 * H, m, w_.norm, float(c.rms_norm_eps), h);
-        be.linear(h, m, head, ws_logits_.f32());
-        be.download(st.logits + (t0 - first) * c.vocab_size, ws_logits_.f32(),
-                    size_t(m * c.vocab_size) * sizeof(float));
-      }
-      row += n;
-    }
   }
 
   void ensure_workspace(int64_t T) {
