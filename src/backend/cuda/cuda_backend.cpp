@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_host_check.h"
 #include "backend/cuda/ops_kernels.h"
 #include "backend/cuda/tq_cuda.h"
 #include "core/check.h"
@@ -28,13 +29,6 @@
 namespace tq {
 
 namespace {
-
-#define CUDA_CHECK(expr)                                                                    \
-  do {                                                                                      \
-    cudaError_t err_ = (expr);                                                              \
-    if (err_ != cudaSuccess)                                                                \
-      ::tq::fail("{}:{}: {} failed: {}", __FILE__, __LINE__, #expr, cudaGetErrorString(err_)); \
-  } while (0)
 
 class CudaBackend final : public Backend {
  public:

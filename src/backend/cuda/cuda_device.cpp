@@ -7,16 +7,10 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_host_check.h"
 #include "backend/cuda/tq_cuda.h"
 #include "core/error.h"
 #include "quant/vector_codec.h"
-
-#define CUDA_CHECK(expr)                                                                    \
-  do {                                                                                      \
-    cudaError_t err_ = (expr);                                                              \
-    if (err_ != cudaSuccess)                                                                \
-      ::tq::fail("{}:{}: {} failed: {}", __FILE__, __LINE__, #expr, cudaGetErrorString(err_)); \
-  } while (0)
 
 namespace tq {
 
