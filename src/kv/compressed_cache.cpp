@@ -4,8 +4,12 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
+#include "core/check.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kv/block_bytes.h"
 
 namespace tq {
 
@@ -17,6 +21,7 @@ CompressedCache::CompressedCache(const LayerShape& s, const quant::TqFormat& for
                                  int64_t recent_exact)
     : s_(s),
       format_(format),
+      layer_(layer),
       kc_(format.key_config(layer)),
       vc_(format.value_config(layer)),
       attn_(kc_, vc_),
@@ -59,20 +64,24 @@ void CompressedCache::append(const float* k, const float* v, int64_t n) {
   trim_recent();
 }
 
+void CompressedCache::ensure_tail(int64_t rows) {
+  const int64_t d = s_.head_dim, hk = s_.n_head_kv;
+  if (rows <= tail_cap_) return;
+  int64_t cap = std::max(rows, recent_ + 64);
+  std::vector<float> nk(size_t(hk * cap * d)), nv(nk.size());
+  for (int64_t h = 0; h < hk; ++h) {
+    std::copy_n(tk_.data() + h * tail_cap_ * d, held_ * d, nk.data() + h * cap * d);
+    std::copy_n(tv_.data() + h * tail_cap_ * d, held_ * d, nv.data() + h * cap * d);
+  }
+  tk_.swap(nk);
+  tv_.swap(nv);
+  tail_cap_ = cap;
+}
+
 void CompressedCache::push_recent(const float* k, const float* v, int64_t n) {
   if (recent_ == 0) return;
   const int64_t d = s_.head_dim, hk = s_.n_head_kv;
-  if (held_ + n > tail_cap_) {
-    int64_t cap = std::max(held_ + n, recent_ + 64);
-    std::vector<float> nk(size_t(hk * cap * d)), nv(nk.size());
-    for (int64_t h = 0; h < hk; ++h) {
-      std::copy_n(tk_.data() + h * tail_cap_ * d, held_ * d, nk.data() + h * cap * d);
-      std::copy_n(tv_.data() + h * tail_cap_ * d, held_ * d, nv.data() + h * cap * d);
-    }
-    tk_.swap(nk);
-    tv_.swap(nv);
-    tail_cap_ = cap;
-  }
+  ensure_tail(held_ + n);
   for (int64_t t = 0; t < n; ++t)
     for (int64_t h = 0; h < hk; ++h) {
       kc_.rotation().apply(k + (t * hk + h) * d, tk_.data() + (h * tail_cap_ + held_ + t) * d);
@@ -151,6 +160,49 @@ void CompressedCache::append_and_attend(Backend& be, const float* q, const float
   p.causal = true;
   attn_.run(q, q_pos_.data(), T, blocks, held_ > 0 ? 2 : 1, p, out, &ThreadPool::global());
   trim_recent();
+}
+
+// Block bytes: held (i64), key records [n_head_kv][n][kb], value records [n_head_kv][n][vb],
+// then the recent-exact rows at the boundary, rotated f32 [n_head_kv][held][head_dim], K then V.
+void CompressedCache::save_block(Backend&, int64_t t0, std::vector<uint8_t>& out) const {
+  TQ_CHECK(t0 >= 0 && t0 <= n_);
+  const int64_t n = n_ - t0, d = s_.head_dim;
+  put_value<int64_t>(out, held_);
+  for (auto [buf, rec] : {std::pair{&k_, kc_.bytes_per_vector()}, std::pair{&v_, vc_.bytes_per_vector()}})
+    for (int64_t h = 0; h < s_.n_head_kv; ++h)
+      put_bytes(out, buf->data() + size_t(h * cap_ + t0) * rec, size_t(n) * rec);
+  for (const std::vector<float>* tail : {&tk_, &tv_})
+    for (int64_t h = 0; h < s_.n_head_kv; ++h)
+      put_bytes(out, tail->data() + h * tail_cap_ * d, size_t(held_ * d) * sizeof(float));
+}
+
+bool CompressedCache::load_block(Backend&, int64_t t0, int64_t n, std::span<const uint8_t> in) {
+  ByteSource src(in);
+  int64_t held = -1;
+  if (t0 != n_ || n < 0 || !src.read(held) || held != std::min(recent_, t0 + n)) return false;
+  const int64_t d = s_.head_dim, hk = s_.n_head_kv;
+  const size_t kb = kc_.bytes_per_vector(), vb = vc_.bytes_per_vector();
+  const size_t want = size_t(hk * n) * (kb + vb) + size_t(2 * hk * held * d) * sizeof(float);
+  if (src.left() != want) return false;
+  reserve(n_ + n);
+  for (auto [buf, rec] : {std::pair{&k_, kb}, std::pair{&v_, vb}})
+    for (int64_t h = 0; h < hk; ++h)
+      std::memcpy(buf->data() + size_t(h * cap_ + n_) * rec, src.take(size_t(n) * rec),
+                  size_t(n) * rec);
+  held_ = 0;  // the boundary's window replaces the old one
+  ensure_tail(held);
+  for (std::vector<float>* tail : {&tk_, &tv_})
+    for (int64_t h = 0; h < hk; ++h)
+      std::memcpy(tail->data() + h * tail_cap_ * d, src.take(size_t(held * d) * sizeof(float)),
+                  size_t(held * d) * sizeof(float));
+  held_ = held;
+  n_ += n;
+  return true;
+}
+
+std::string CompressedCache::format_id() const {
+  return fmt::format("compressed tq={:016x} layer={} recent={} hk={} d={}", format_.fingerprint(),
+                     layer_, recent_, s_.n_head_kv, s_.head_dim);
 }
 
 std::unique_ptr<LayerCache> make_compressed_cache(Backend&, const LayerShape& s,

@@ -30,6 +30,10 @@ class CompressedCache final : public LayerCache {
   void append_and_attend(Backend& be, const float* q, const float* k, const float* v, int64_t T,
                          float scale, float* out) override;
 
+  void save_block(Backend& be, int64_t t0, std::vector<uint8_t>& out) const override;
+  bool load_block(Backend& be, int64_t t0, int64_t n, std::span<const uint8_t> in) override;
+  std::string format_id() const override;
+
   // Encodes n tokens of host f32 K/V [n, n_head_kv, head_dim] at the end (no attention).
   void append(const float* k, const float* v, int64_t n);
   int64_t recent_exact() const { return recent_; }
@@ -42,11 +46,13 @@ class CompressedCache final : public LayerCache {
 
  private:
   void encode(const float* k, const float* v, int64_t n);
+  void ensure_tail(int64_t rows);  // tail capacity for `rows` rows, keeping the held ones
   void push_recent(const float* k, const float* v, int64_t n);  // rotate into the window
   void trim_recent();                                           // keep the last recent_ rows
 
   LayerShape s_;
   quant::TqFormat format_;
+  int layer_ = 0;
   quant::VectorCodec kc_, vc_;
   quant::CompressedAttention attn_;
   int64_t n_ = 0, cap_ = 0;

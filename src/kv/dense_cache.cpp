@@ -3,7 +3,10 @@
 #include <cstring>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "core/check.h"
+#include "kv/block_bytes.h"
 #include "kv/layer_cache.h"
 
 namespace tq {
@@ -51,6 +54,25 @@ struct HeadMajorKv {
         be.copy(v.f32() + off, vn + (t * s.n_head_kv + h) * d, size_t(d) * sizeof(float));
       }
   }
+  // Appends slots [s0, s0 + n) of every head, K then V: [2][n_head_kv][n][head_dim] f32.
+  void save_slots(Backend& be, int64_t s0, int64_t n, std::vector<uint8_t>& out) const {
+    const int64_t d = s.head_dim;
+    const size_t row = size_t(n * d) * sizeof(float);
+    for (const DeviceBuffer* buf : {&k, &v})
+      for (int64_t h = 0; h < s.n_head_kv; ++h)
+        if (row) be.download(grow_bytes(out, row), buf->f32() + (h * cap + s0) * d, row);
+  }
+  // The inverse: writes slots [s0, s0 + n) from bytes laid out as save_slots writes them.
+  void load_slots(Backend& be, int64_t s0, int64_t n, const uint8_t* in) {
+    const int64_t d = s.head_dim;
+    const size_t row = size_t(n * d) * sizeof(float);
+    for (const DeviceBuffer* buf : {&k, &v})
+      for (int64_t h = 0; h < s.n_head_kv; ++h, in += row)
+        if (row) be.upload(buf->f32() + (h * cap + s0) * d, in, row);
+  }
+  std::string shape_id() const {
+    return fmt::format("f32 hk={} d={}", s.n_head_kv, s.head_dim);
+  }
   AttentionArgs args(const float* q, float* out, int64_t T, int64_t L, float scale) const {
     AttentionArgs a;
     a.q = q;
@@ -88,6 +110,19 @@ class DenseCache final : public LayerCache {
       }
   }
 
+  void save_block(Backend& be, int64_t t0, std::vector<uint8_t>& out) const override {
+    TQ_CHECK(t0 >= 0 && t0 <= n_);
+    kv_.save_slots(be, t0, n_ - t0, out);
+  }
+  bool load_block(Backend& be, int64_t t0, int64_t n, std::span<const uint8_t> in) override {
+    if (t0 != n_ || n < 0 || in.size() != size_t(n) * kv_.token_bytes()) return false;
+    kv_.reserve(be, n_ + n, n_);
+    kv_.load_slots(be, n_, n, in.data());
+    n_ += n;
+    return true;
+  }
+  std::string format_id() const override { return "dense " + kv_.shape_id(); }
+
   void append_and_attend(Backend& be, const float* q, const float* k, const float* v, int64_t T,
                          float scale, float* out) override {
     kv_.reserve(be, n_ + T, n_);
@@ -115,6 +150,29 @@ class RotatingCache final : public LayerCache {
   size_t bytes() const override { return kv_.k.bytes() + kv_.v.bytes(); }
   size_t bytes_per_token() const override { return kv_.token_bytes(); }
   void clear() override { n_ = held_ = 0; }
+
+  // A block's state is the window at its end (held_ rows): earlier blocks' windows are superseded.
+  void save_block(Backend& be, int64_t t0, std::vector<uint8_t>& out) const override {
+    TQ_CHECK(t0 >= 0 && t0 <= n_);
+    put_value<int64_t>(out, held_);
+    kv_.save_slots(be, 0, held_, out);
+  }
+  bool load_block(Backend& be, int64_t t0, int64_t n, std::span<const uint8_t> in) override {
+    ByteSource src(in);
+    int64_t held = -1;
+    if (t0 != n_ || n < 0 || !src.read(held)) return false;
+    if (held != std::min<int64_t>(window_ - 1, t0 + n) ||
+        src.left() != size_t(held) * kv_.token_bytes())
+      return false;
+    kv_.reserve(be, held, 0);
+    kv_.load_slots(be, 0, held, src.take(src.left()));
+    held_ = held;
+    n_ = t0 + n;
+    return true;
+  }
+  std::string format_id() const override {
+    return fmt::format("rotating window={} {}", window_, kv_.shape_id());
+  }
 
   void append_and_attend(Backend& be, const float* q, const float* k, const float* v, int64_t T,
                          float scale, float* out) override {

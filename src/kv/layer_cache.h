@@ -3,6 +3,9 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -36,6 +39,17 @@ class LayerCache {
   // Copies tokens [t0, t0 + n) as host f32 [n, n_head_kv, head_dim] K and V. Only layers that
   // hold every token (dense) can; the others throw Error.
   virtual void read_tokens(Backend& be, int64_t t0, int64_t n, float* k, float* v) const;
+
+  // Prefix-cache snapshots (kv/block_codec.h). save_block appends to `out` what this layer's
+  // state holds for the block [t0, n_tokens()) at its end: the block's own per-token data
+  // (dense rows, compressed records) plus the boundary state that is not per token (a rotating
+  // window, a compressed layer's recent-exact rows, a recurrent state). load_block applies such
+  // bytes to a layer holding exactly t0 tokens, leaving the state the saving layer had; false
+  // (the layer unchanged or cleared) when the bytes do not fit this layer's format.
+  virtual void save_block(Backend& be, int64_t t0, std::vector<uint8_t>& out) const = 0;
+  virtual bool load_block(Backend& be, int64_t t0, int64_t n, std::span<const uint8_t> in) = 0;
+  // A stable text naming this layer's storage format (kind, shape, codec), for cache keys.
+  virtual std::string format_id() const = 0;
 };
 
 std::unique_ptr<LayerCache> make_dense_cache(Backend& be, const LayerShape& s);

@@ -1,7 +1,11 @@
 // RecurrentCache implementation: two zero-initialised backend buffers and a token count.
 #include "kv/recurrent_cache.h"
 
+#include <fmt/format.h>
+
+#include "core/check.h"
 #include "core/error.h"
+#include "kv/block_bytes.h"
 
 namespace tq {
 
@@ -39,6 +43,25 @@ std::vector<float> RecurrentCache::read_recurrent_state() const {
   std::vector<float> out(s_.recurrent_state_floats());
   be_->download(out.data(), state_.data(), state_.bytes());
   return out;
+}
+
+void RecurrentCache::save_block(Backend&, int64_t t0, std::vector<uint8_t>& out) const {
+  TQ_CHECK(t0 >= 0 && t0 <= n_);
+  if (conv_.bytes()) be_->download(grow_bytes(out, conv_.bytes()), conv_.data(), conv_.bytes());
+  be_->download(grow_bytes(out, state_.bytes()), state_.data(), state_.bytes());
+}
+
+bool RecurrentCache::load_block(Backend&, int64_t t0, int64_t n, std::span<const uint8_t> in) {
+  if (t0 != n_ || n < 0 || in.size() != conv_.bytes() + state_.bytes()) return false;
+  if (conv_.bytes()) be_->upload(conv_.data(), in.data(), conv_.bytes());
+  be_->upload(state_.data(), in.data() + conv_.bytes(), state_.bytes());
+  n_ = t0 + n;
+  return true;
+}
+
+std::string RecurrentCache::format_id() const {
+  return fmt::format("recurrent f32 conv={}x{} v_heads={} k={} v={}", s_.conv_dim, s_.conv_kernel,
+                     s_.n_v_head, s_.k_head_dim, s_.v_head_dim);
 }
 
 std::unique_ptr<LayerCache> make_recurrent_cache(Backend& be, const RecurrentShape& s) {

@@ -35,6 +35,11 @@ class RecurrentCache final : public LayerCache {
   void append_and_attend(Backend& be, const float* q, const float* k, const float* v, int64_t T,
                          float scale, float* out) override;
 
+  // Block bytes: the conv state then the recurrent state at the boundary (f32, as laid out below).
+  void save_block(Backend& be, int64_t t0, std::vector<uint8_t>& out) const override;
+  bool load_block(Backend& be, int64_t t0, int64_t n, std::span<const uint8_t> in) override;
+  std::string format_id() const override;
+
   const RecurrentShape& shape() const { return s_; }
   float* conv_state() { return conv_.f32(); }       // [conv_kernel - 1, conv_dim], oldest first
   float* recurrent_state() { return state_.f32(); }  // [n_v_head, k_head_dim, v_head_dim]
