@@ -1,11 +1,12 @@
 // CUDA benchmarks: split-K decode attention on dense bf16 and TuroQuant 4-bit K/V (Qwen3-8B
 // heads: 32 q / 8 kv, d=128; batch 1 and 8; contexts 4K-128K), TurboQuant encode, and the
 // cuBLASLt linear layers, each printed as achieved GB/s or TFLOP/s next to the measured ceiling.
-// Usage: bench_cuda_attention [--csv FILE] [--quick]. PyTorch SDPA is measured by
+// Usage: bench_cuda_attention [--csv FILE] [--quick] [--decode-only] [--batch N]. PyTorch SDPA is measured by
 // bench/bench_cuda_sdpa.py in the same device call and merged there.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@ struct Row {
   int batch = 0;
   int64_t ctx = 0;
   double us = 0, gbps = 0, tflops = 0;
+  double us_events = 0;  // decode rows: per-call event timing (us is graph-timed)
 };
 
 struct DecodeCtx {
@@ -33,7 +35,7 @@ struct DecodeCtx {
   int set = 0;
 };
 
-void run_decode(void* p) {
+void run_decode_on(void* p, void* stream) {
   auto* c = static_cast<DecodeCtx*>(p);
   const size_t n = c->k.size();
   c->set = int((c->set + 1) % n);
@@ -43,8 +45,9 @@ void run_decode(void* p) {
     c->args.k_scale = c->ks[size_t(c->set)];
     c->args.v_scale = c->vs[size_t(c->set)];
   }
-  cuda::decode_attention(c->args, c->plan);
+  cuda::decode_attention(c->args, c->plan, stream);
 }
+void run_decode(void* p) { run_decode_on(p, nullptr); }
 
 Row bench_decode(Backend& be, cuda::KvFormat fmt, int B, int64_t L, const cuda::TqCodecDev& kc,
                  const cuda::TqCodecDev& vc, int tail = 0) {
@@ -120,7 +123,9 @@ Row bench_decode(Backend& be, cuda::KvFormat fmt, int B, int64_t L, const cuda::
     a.tail_lens = static_cast<const int32_t*>(tl.data());
   }
   cuda_synchronize();
-  const double ms = cuda::time_median_ms(run_decode, &c, 5, 50);
+  const double ms_ev = cuda::time_median_ms(run_decode, &c, 5, 50);
+  // Like the SDPA baseline: 20 calls (rotating input sets) in one CUDA graph, GPU time only.
+  const double ms = cuda::time_graph_ms(run_decode_on, &c, 20, 15);
   // Bytes the kernel must read: K and V of every visible token (codes + scales for TQ).
   const double bytes = double(B) * n_kv * L * (tq ? 2.0 * (d / 2 + 2) : 2.0 * d * 2) +
                        double(B) * n_kv * tail * 2.0 * d * 4;
@@ -129,6 +134,7 @@ Row bench_decode(Backend& be, cuda::KvFormat fmt, int B, int64_t L, const cuda::
   r.batch = B;
   r.ctx = L;
   r.us = ms * 1e3;
+  r.us_events = ms_ev * 1e3;
   r.gbps = bytes / (ms * 1e-3) / 1e9;
   return r;
 }
@@ -145,10 +151,13 @@ struct LinearCtx {
 
 int main(int argc, char** argv) {
   std::string csv;
-  bool quick = false;
+  bool quick = false, decode_only = false;
+  int only_batch = 0;  // --batch N: decode rows of that batch only (profiling)
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--decode-only")) decode_only = true;
+    if (!std::strcmp(argv[i], "--batch") && i + 1 < argc) only_batch = std::atoi(argv[++i]);
   }
   if (!cuda_available()) {
     std::printf("no CUDA GPU: %s\n", cuda_device_summary().c_str());
@@ -165,16 +174,17 @@ int main(int argc, char** argv) {
   const cuda::TqCodecDev kc = cuda::make_tq_codec_dev(kcodec), vc = cuda::make_tq_codec_dev(vcodec);
   std::vector<Row> rows;
   std::vector<int64_t> ctxs = quick ? std::vector<int64_t>{32768} : std::vector<int64_t>{4096, 32768, 131072};
-  for (int B : {1, 8})
+  const std::vector<int> batches = only_batch ? std::vector<int>{only_batch} : std::vector<int>{1, 8};
+  for (int B : batches)
     for (int64_t L : ctxs)
       for (auto fmt : {cuda::KvFormat::BF16, cuda::KvFormat::TurboQuant})
         rows.push_back(bench_decode(*be, fmt, B, L, kc, vc));
-  for (int B : {1, 8})  // with the recent-exact window (128 rotated f32 rows) as its own split
+  for (int B : batches)  // with the recent-exact window (128 rotated f32 rows) as its own split
     for (int64_t L : ctxs)
       rows.push_back(bench_decode(*be, cuda::KvFormat::TurboQuant, B, L, kc, vc, 128));
 
   // TurboQuant encode (conversion of a dense f32 layer slice): read f32, write codes + scales.
-  {
+  if (!decode_only) {
     const int64_t T = 32768, n_kv = 8, d = 128;
     DeviceBuffer x(be.get(), size_t(T * n_kv * d) * 4), codes(be.get(), size_t(T * n_kv * d / 2)),
         sc(be.get(), size_t(T * n_kv) * 2);
@@ -202,6 +212,7 @@ int main(int argc, char** argv) {
   // cuBLASLt linear layers through Backend::linear (x f32 -> bf16, GEMM, f32 out).
   for (auto [T, N, K] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
            {4096, 4096, 4096}, {4096, 12288, 4096}, {1, 12288, 4096}, {32, 12288, 4096}}) {
+    if (decode_only) break;
     std::vector<uint16_t> wh(size_t(N * K));
     for (size_t i = 0; i < wh.size(); ++i) wh[i] = uint16_t(0x3c00 ^ (i * 2654435761u >> 20 & 0x3ff));
     Weight w = be->load_weight(DType::BF16, wh.data(), N, K);
@@ -228,13 +239,13 @@ int main(int argc, char** argv) {
     rows.push_back(r);
   }
 
-  std::printf("\n%-22s %5s %7s %10s %9s %8s %9s\n", "kernel", "B/T", "ctx", "time_us", "GB/s",
-              "%copyBW", "TFLOP/s");
+  std::printf("\n%-22s %5s %7s %10s %10s %9s %8s %9s\n", "kernel", "B/T", "ctx", "time_us",
+              "events_us", "GB/s", "%copyBW", "TFLOP/s");
   FILE* out = csv.empty() ? nullptr : std::fopen(csv.c_str(), "w");
   if (out) std::fprintf(out, "kernel,batch,ctx,us,gbps,tflops\n");
   for (const Row& r : rows) {
-    std::printf("%-22s %5d %7lld %10.1f %9.0f %7.0f%% %9.1f\n", r.kernel.c_str(), r.batch,
-                (long long)r.ctx, r.us, r.gbps, 100.0 * r.gbps / copy_gbps, r.tflops);
+    std::printf("%-22s %5d %7lld %10.1f %10.1f %9.0f %7.0f%% %9.1f\n", r.kernel.c_str(), r.batch,
+                (long long)r.ctx, r.us, r.us_events, r.gbps, 100.0 * r.gbps / copy_gbps, r.tflops);
     if (out)
       std::fprintf(out, "%s,%d,%lld,%.2f,%.1f,%.2f\n", r.kernel.c_str(), r.batch,
                    (long long)r.ctx, r.us, r.gbps, r.tflops);

@@ -62,6 +62,41 @@ double time_median_ms(void (*fn)(void*), void* ctx, int warmup, int iters) {
   return ms[ms.size() / 2];
 }
 
+double time_graph_ms(void (*fn)(void*, void*), void* ctx, int per_graph, int reps) {
+  cudaStream_t st = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  for (int i = 0; i < 3; ++i) fn(ctx, st);  // warm-up outside the capture (allocations, setup)
+  CUDA_CHECK(cudaStreamSynchronize(st));
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t ge = nullptr;
+  CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < per_graph; ++i) fn(ctx, st);
+  CUDA_CHECK(cudaStreamEndCapture(st, &g));
+  CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+  CUDA_CHECK(cudaGraphLaunch(ge, st));
+  CUDA_CHECK(cudaStreamSynchronize(st));
+  cudaEvent_t a = nullptr, b = nullptr;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> ms;
+  for (int r = 0; r < reps; ++r) {
+    CUDA_CHECK(cudaEventRecord(a, st));
+    CUDA_CHECK(cudaGraphLaunch(ge, st));
+    CUDA_CHECK(cudaEventRecord(b, st));
+    CUDA_CHECK(cudaEventSynchronize(b));
+    float m = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&m, a, b));
+    ms.push_back(double(m) / per_graph);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  cudaStreamDestroy(st);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
 double measure_copy_gbps(size_t bytes) {
   void *a = nullptr, *b = nullptr;
   CUDA_CHECK(cudaMalloc(&a, bytes));

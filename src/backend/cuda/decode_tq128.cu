@@ -1,14 +1,15 @@
 // Fast TurboQuant 4-bit decode attention for head_dim 128: split-K over the context with codes
-// and scales staged in shared memory by a 4-deep cp.async pipeline, tensor-core scores and PV on
-// table-decoded codes, an optional exact tail (rotated f32 rows) as one more split, and the
-// cross-split merge + inverse V rotation fused into the last block of each (sequence, kv head).
+// and scales staged in shared memory by a 5-deep pipeline of bulk copies (one thread, mbarrier),
+// tensor-core scores and PV on table-decoded codes, an optional exact tail (rotated f32 rows) as
+// one more split, and the cross-split merge + inverse V rotation fused into the last block of
+// each (sequence, kv head).
 //
-// Why: the register-prefetch kernel (decode_attention.cu) kept too few bytes in flight (212
-// registers, 2 blocks/SM). Here the loads are decoupled from registers: each block keeps 3 stages
-// of 64 tokens (8.4 KB) in flight, 3 blocks per SM, one wave. Within a stage each warp takes 16
-// tokens; token columns are permuted (pi(j) = j ^ ((j >> 1) & 1)) and the 16-byte chunks of each
-// 64-byte row swizzled by token bit 2, so that both the K reads (16 B per lane) and the V reads
-// (8 B per lane, 4 tokens per phase) are free of shared-memory bank conflicts.
+// v4/v5 (see bench/results/cuda-notes.md): v3 was issue bound (42 warp instructions per
+// token-head, half of them integer address math). Here a stage is 4 bulk copies issued by one
+// thread (instead of 5 cp.async per thread with their address math), a table lookup is 2 integer
+// ops + one LDS on a 32 KB table (kBigLut: one PRMT on a 64 KB table, but only 2 blocks per SM),
+// and each block keeps 4 stages of 64 tokens (8.4 KB) in flight, 3 blocks per SM, one wave.
+// Within a stage each warp takes 16 tokens; token columns are permuted (pi(j) = j ^ ((j >> 1) & 1)).
 #include <cmath>
 #include <cstdlib>
 #include <mutex>
@@ -23,12 +24,19 @@ constexpr int D = 128;
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kStageTok = 64;
-constexpr int kStages = 4;
+constexpr int kStages = 5;
 constexpr int kRow = D / 2;                                             // code bytes per token
 constexpr int kStageBytes = 2 * kStageTok * kRow + 2 * kStageTok * 2;  // K, V codes; K, V scales
-constexpr int kLutWords = 256 * 32;
-constexpr int kScratchBytes = kLutWords * 4 + kStages * kStageBytes;   // reused after the loop
-constexpr size_t kSmem = size_t(kScratchBytes) + 8 * D * 4;            // + rotated queries
+// Table: entry e (a code byte) at e * kLutStride bytes, lane l's copy of half2 (c[lo], c[hi]) at
+// + 4 l (no bank conflicts). Big table (stride 256, 64 KB): one PRMT builds a lookup's offset
+// (byte << 8 | 4 l), 2 blocks per SM. Small table (stride 128, 32 KB): SHF + LOP3, 3 blocks per SM.
+constexpr bool kBigLut = false;
+constexpr int kLutStride = kBigLut ? 256 : 128;
+constexpr int kLutBytes = 256 * kLutStride;
+constexpr int kScratchBytes = kLutBytes + kStages * kStageBytes;  // reused after the loop
+constexpr size_t kSmem = size_t(kScratchBytes);  // rotated queries live in the last stage slot
+constexpr int kBlocksPerSm = kBigLut ? 2 : 3;
+static_assert(kBlocksPerSm == kTq128BlocksPerSm, "kernel_choice.h sizes the wave");
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kNegInf = -INFINITY;
 
@@ -67,23 +75,54 @@ template <int N>
 __device__ __forceinline__ void cp_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
-// Physical 16-byte chunk of logical chunk c in stage row r.
-__device__ __forceinline__ int swz(int r, int c) { return c ^ (((r >> 2) & 1) << 1); }
 __device__ __forceinline__ int pi(int j) { return j ^ ((j >> 1) & 1); }
-// Table entry for byte k of w: shared address lut + byte * 128 + lane * 4 (SHF, LOP3, LDS).
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// Table entry for byte K of w: offset (byte << 8) | lane4 by one PRMT, then one LDS.
 template <int K>
-__device__ __forceinline__ uint32_t lut_byte(uint32_t lut_lane, uint32_t w) {
-  const uint32_t off = (K == 0 ? (w << 7) : (w >> (8 * K - 7))) & 0x7f80u;
-  uint32_t v;
-  asm("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(lut_lane + off));
-  return v;
+__device__ __forceinline__ uint32_t lut_byte(const uint8_t* lut, uint32_t lane4, uint32_t w) {
+  uint32_t off;
+  if constexpr (kBigLut)
+    off = prmt(w, lane4, 0x5504u | (K << 4));
+  else
+    off = ((K == 0 ? (w << 7) : (w >> (8 * K - 7))) & 0x7f80u) | lane4;
+  return *reinterpret_cast<const uint32_t*>(lut + off);
+}
+// mbarrier + bulk copy (sm_90): one thread issues a stage as 4 bulk copies completing on a barrier.
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_u32(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+          smem_u32(dst)),
+      "l"(src), "r"(bytes), "r"(smem_u32(bar))
+      : "memory");
 }
 
-__global__ void __launch_bounds__(kThreads, 3) tq128_kernel(const TqParams p) {
-  extern __shared__ __align__(16) uint8_t smem[];
-  uint32_t* lut = reinterpret_cast<uint32_t*>(smem);  // [256][32] half2 (c[lo], c[hi]) per lane
-  uint8_t* stages = smem + kLutWords * 4;
-  float* qs = reinterpret_cast<float*>(smem + kScratchBytes);  // [8][D]
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqParams p) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ __align__(8) uint64_t full[kStages];
+  uint8_t* stages = smem + kLutBytes;
+  // Rotated queries [8][D]: in the last stage slot, which the prologue does not load.
+  float* qs = reinterpret_cast<float*>(stages + (kStages - 1) * kStageBytes);
 
   const int split = blockIdx.x, hk = blockIdx.y / p.n_sub, sub = blockIdx.y % p.n_sub;
   const int b = blockIdx.z;
@@ -102,38 +141,19 @@ __global__ void __launch_bounds__(kThreads, 3) tq128_kernel(const TqParams p) {
   const uint16_t* ksb = p.ks + base;
   const uint16_t* vsb = p.vs + base;
 
-  // Per-thread copy plan, fixed for the whole loop: thread tid copies 16-byte chunk c of row r
-  // of K (k < 2) or V (k >= 2) for i = tid + 128 k, and threads < 16 one chunk of scales.
-  const uint32_t stage_s = static_cast<uint32_t>(__cvta_generic_to_shared(stages));
-  uint32_t dst[4];
-  int rr[4];
-  const uint8_t* src[4];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const int i = tid + k * kThreads, which = i >> 8, r = (i >> 2) & 63, c = i & 3;
-    rr[k] = r;
-    dst[k] = stage_s + which * (kStageTok * kRow) + r * kRow + swz(r, c) * 16;
-    src[k] = (which ? vrow : krow) + int64_t(s0 + r) * kRow + c * 16;
-  }
-  const int sc_r = (tid & 7) * 8;
-  const uint32_t sc_dst = stage_s + 2 * kStageTok * kRow + (tid >> 3) * 128 + (tid & 7) * 16;
-  const uint16_t* sc_src = ((tid >> 3) ? vsb : ksb) + s0 + sc_r;
+  // Stage it (tokens s0 + 64 it ..): K rows, V rows, K scales, V scales as 4 bulk copies issued
+  // by thread 0 on barrier full[it % kStages]. Scales are copied in whole 8-token groups (16 B);
+  // rows past `end` keep stale bytes, masked below.
   auto issue = [&](int it) {
-    if (it < n_it) {
-      const uint32_t so = (it % kStages) * kStageBytes;
-      const int tok0 = it * kStageTok;  // relative to s0
-      const int lim = end - s0 - tok0;
-#pragma unroll
-      for (int k = 0; k < 4; ++k)
-        if (rr[k] < lim) {
-          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst[k] + so),
-                       "l"(src[k] + int64_t(tok0) * kRow));
-        }
-      if (tid < 16 && sc_r < lim)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sc_dst + so),
-                     "l"(sc_src + tok0));
-    }
-    cp_commit();
+    if (tid != 0 || it >= n_it) return;
+    const int slot = it % kStages, tok = s0 + it * kStageTok;
+    const int rows = min(kStageTok, end - tok), srows = (rows + 7) & ~7;
+    uint8_t* st = stages + slot * kStageBytes;
+    mbar_expect_tx(&full[slot], uint32_t(2 * rows * kRow + 2 * srows * 2));
+    bulk_copy(st, krow + int64_t(tok) * kRow, uint32_t(rows * kRow), &full[slot]);
+    bulk_copy(st + kStageTok * kRow, vrow + int64_t(tok) * kRow, uint32_t(rows * kRow), &full[slot]);
+    bulk_copy(st + 2 * kStageTok * kRow, ksb + tok, uint32_t(srows * 2), &full[slot]);
+    bulk_copy(st + 2 * kStageTok * kRow + kStageTok * 2, vsb + tok, uint32_t(srows * 2), &full[slot]);
   };
   // Exact tail: chunks of 32 rows of K and V (32 KB), double-buffered over the table + stages.
   const int TL = is_tail && p.tlens ? p.tlens[b] : 0;
@@ -157,15 +177,19 @@ __global__ void __launch_bounds__(kThreads, 3) tq128_kernel(const TqParams p) {
     issue_tail(0);
     issue_tail(1);
   } else {
+    if (tid == 0) {
+      for (int i = 0; i < kStages; ++i) mbar_init(&full[i], 1);
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
 #pragma unroll
     for (int i = 0; i < kStages - 1; ++i) issue(i);
-  }
-
-  if (!is_tail)
-    for (int i = tid; i < kLutWords; i += kThreads) {
-      const int e = i >> 5;
-      lut[i] = pack_half2(p.cent[e & 15], p.cent[e >> 4]);
+    // Table: 32 copies of each entry, 16 bytes per store.
+    for (int i = tid; i < 256 * 8; i += kThreads) {
+      const int e = i >> 3;
+      const uint32_t h = pack_half2(p.cent[e & 15], p.cent[e >> 4]);
+      reinterpret_cast<uint4*>(smem + e * kLutStride)[i & 7] = make_uint4(h, h, h, h);
     }
+  }
   const int q_head0 = hk * p.G + g0;
   const float* qsrc = p.q + (int64_t(b) * p.n_head + q_head0) * D;
   for (int i = tid; i < 8 * D; i += kThreads) {
@@ -204,11 +228,11 @@ __global__ void __launch_bounds__(kThreads, 3) tq128_kernel(const TqParams p) {
       qa0[kc] = pack_half2(row[2 * p0], row[2 * p0 + 1]);
       qa2[kc] = pack_half2(row[2 * p0 + 2], row[2 * p0 + 3]);
     }
-    const uint32_t lut_lane = static_cast<uint32_t>(__cvta_generic_to_shared(lut)) + lane * 4;
+    const uint32_t lane4 = uint32_t(lane) * 4u;
     for (int it = 0; it < n_it; ++it) {
-      cp_wait<kStages - 2>();
-      __syncthreads();
+      __syncthreads();  // every warp is done with slot (it - 1) % kStages: refill it
       issue(it + kStages - 1);
+      mbar_wait(&full[it % kStages], uint32_t(it / kStages) & 1u);
       const uint8_t* st = stages + (it % kStages) * kStageBytes;
       const uint16_t* kss = reinterpret_cast<const uint16_t*>(st + 2 * kStageTok * kRow);
       const uint16_t* vss = kss + kStageTok;
@@ -220,17 +244,21 @@ __global__ void __launch_bounds__(kThreads, 3) tq128_kernel(const TqParams p) {
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         const int r = tw + nt * 8 + pi(gid);
-        const uint4 kw = *reinterpret_cast<const uint4*>(st + r * kRow + swz(r, tig) * 16);
+        const uint4 kw = *reinterpret_cast<const uint4*>(st + r * kRow + tig * 16);
         const uint32_t w4[4] = {kw.x, kw.y, kw.z, kw.w};
+        // Two accumulation chains (even / odd kc): half the dependent MMA latency.
+        float s2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
         for (int kc = 0; kc < 8; ++kc) {
           const uint32_t w = w4[kc / 2];
           const int sh = (kc & 1) * 16;
-          const uint32_t b0 = sh ? lut_byte<2>(lut_lane, w) : lut_byte<0>(lut_lane, w);
-          const uint32_t b1 = sh ? lut_byte<3>(lut_lane, w) : lut_byte<1>(lut_lane, w);
-          mma16816<false>(s[nt], qa0[kc], 0u, qa2[kc], 0u, b0, b1);
+          const uint32_t b0 = sh ? lut_byte<2>(smem, lane4, w) : lut_byte<0>(smem, lane4, w);
+          const uint32_t b1 = sh ? lut_byte<3>(smem, lane4, w) : lut_byte<1>(smem, lane4, w);
+          mma16816<false>(kc & 1 ? s2 : s[nt], qa0[kc], 0u, qa2[kc], 0u, b0, b1);
         }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) s[nt][i] += s2[i];
       }
       float mx = kNegInf;
 #pragma unroll
@@ -267,8 +295,7 @@ __global__ void __launch_bounds__(kThreads, 3) tq128_kernel(const TqParams p) {
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const int r = tw + (q >> 1) * 8 + pi(2 * tig + (q & 1));
-        vw[q] = *reinterpret_cast<const uint2*>(st + kStageTok * kRow + r * kRow +
-                                                swz(r, gid >> 1) * 16 + (gid & 1) * 8);
+        vw[q] = *reinterpret_cast<const uint2*>(st + kStageTok * kRow + r * kRow + gid * 8);
       }
       if (__any_sync(0xffffffffu, corr != 1.0f)) {  // rescale only when a running max moved
 #pragma unroll
@@ -282,10 +309,10 @@ __global__ void __launch_bounds__(kThreads, 3) tq128_kernel(const TqParams p) {
         for (int q = 0; q < 4; ++q) {
           const uint32_t w = m < 4 ? vw[q].x : vw[q].y;
           switch (m & 3) {
-            case 0: x[q] = lut_byte<0>(lut_lane, w); break;
-            case 1: x[q] = lut_byte<1>(lut_lane, w); break;
-            case 2: x[q] = lut_byte<2>(lut_lane, w); break;
-            default: x[q] = lut_byte<3>(lut_lane, w); break;
+            case 0: x[q] = lut_byte<0>(smem, lane4, w); break;
+            case 1: x[q] = lut_byte<1>(smem, lane4, w); break;
+            case 2: x[q] = lut_byte<2>(smem, lane4, w); break;
+            default: x[q] = lut_byte<3>(smem, lane4, w); break;
           }
         }
         mma16816<false>(acc[m], prmt(x[0], x[1], 0x5410), prmt(x[0], x[1], 0x7632),
@@ -570,7 +597,7 @@ void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void*
   std::call_once(configured, [] {
     CUDA_CHECK(cudaFuncSetAttribute(tq128_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(kSmem)));
-    // Ask for the largest shared-memory carveout: 3 blocks of ~70 KB per SM.
+    // Ask for the largest shared-memory carveout: kBlocksPerSm blocks per SM.
     CUDA_CHECK(cudaFuncSetAttribute(tq128_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                     int(cudaSharedmemCarveoutMaxShared)));
   });

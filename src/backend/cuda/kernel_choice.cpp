@@ -38,9 +38,11 @@ AttnPlan choose_attention(const DeviceInfo& dev, const AttnShape& s) {
   p.n_sub = int((group + 7) / 8);
   const int64_t base = s.batch * s.n_head_kv * p.n_sub;
   // bf16 and TurboQuant d != 128: ~4 blocks per SM. TurboQuant d = 128 (decode_tq128.cu): one
-  // wave of 3 blocks per SM, rounded down so that the wave is not followed by a short one.
+  // wave of kTq128BlocksPerSm blocks per SM, rounded down so that the wave is not followed by a
+  // short one.
   const bool tq128 = s.format == KvFormat::TurboQuant && s.head_dim == 128;
-  const int64_t want = tq128 ? std::max<int64_t>(1, 3LL * dev.n_sm / base - (s.exact_tail ? 1 : 0))
+  const int64_t want = tq128 ? std::max<int64_t>(1, int64_t(kTq128BlocksPerSm) * dev.n_sm / base -
+                                                        (s.exact_tail ? 1 : 0))
                              : (4LL * dev.n_sm + base - 1) / base;
   const int64_t most = std::max<int64_t>(1, (s.max_len + kMinSplitTokens - 1) / kMinSplitTokens);
   p.n_split = int(std::clamp<int64_t>(want, 1, std::min<int64_t>(most, 1024)));

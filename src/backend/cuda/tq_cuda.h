@@ -85,6 +85,9 @@ void check_last_launch(const char* what);  // throws tq::Error on a pending CUDA
 // Benchmark timing on the legacy default stream: median milliseconds of `iters` runs of fn
 // (each between two events) after `warmup` runs.
 double time_median_ms(void (*fn)(void*), void* ctx, int warmup, int iters);
+// GPU time per call of fn(ctx, stream): per_graph calls captured in one CUDA graph (no host
+// launch gaps, as the SDPA baseline is timed), median over reps replays.
+double time_graph_ms(void (*fn)(void*, void*), void* ctx, int per_graph, int reps);
 // Device-to-device copy bandwidth in GB/s (bytes read + bytes written over the time).
 double measure_copy_gbps(size_t bytes);
 

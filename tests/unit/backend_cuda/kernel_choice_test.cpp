@@ -38,14 +38,14 @@ TEST(KernelChoice, DecodeOnBf16AndTurboQuantUsesSplitK) {
     EXPECT_EQ(p.kernel, AttnKernel::DecodeSplitK);
     EXPECT_EQ(p.n_sub, 1);
     // 8 kv heads: bf16 about 4 blocks per SM -> 66 splits of ~2K tokens; TurboQuant d=128 one
-    // wave of 3 blocks per SM -> floor(396 / 8) = 49.
-    EXPECT_EQ(p.n_split, f == KvFormat::BF16 ? 66 : 49);
+    // wave of kTq128BlocksPerSm blocks per SM -> floor(132 k / 8).
+    EXPECT_EQ(p.n_split, f == KvFormat::BF16 ? 66 : 132 * kTq128BlocksPerSm / 8);
   }
 }
 
 TEST(KernelChoice, SplitsShrinkWithBatchAndShortContexts) {
   AttnPlan big = choose_attention(h200(), decode(KvFormat::TurboQuant, 8, 32768));
-  EXPECT_EQ(big.n_split, 6);  // 64 (seq, head) pairs: floor(396 / 64)
+  EXPECT_EQ(big.n_split, 132 * kTq128BlocksPerSm / 64);  // 64 (seq, head) pairs
   AttnPlan tiny = choose_attention(h200(), decode(KvFormat::TurboQuant, 1, 300));
   EXPECT_EQ(tiny.n_split, 2);  // at least kMinSplitTokens per split
   AttnPlan huge_batch = choose_attention(h200(), decode(KvFormat::BF16, 256, 8192));
