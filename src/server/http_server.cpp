@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "server/admin_api.h"
 #include "server/completion_session.h"
 #include "server/connection_probe.h"
 
@@ -75,8 +76,9 @@ void send_api_error(httplib::Response& res, const ApiError& err) {
   res.set_content(dump_json(err.to_json()), "application/json");
 }
 
-HttpServer::HttpServer(const ServerConfig& cfg, std::vector<ServedModel> models)
-    : cfg_(cfg), models_(std::move(models)), svr_(std::make_unique<httplib::Server>()) {
+HttpServer::HttpServer(const ServerConfig& cfg, ModelPool& pool)
+    : cfg_(cfg), pool_(pool), admin_(std::make_unique<AdminApi>(pool, metrics_)),
+      created_(int64_t(std::time(nullptr))), svr_(std::make_unique<httplib::Server>()) {
   int n = std::max(cfg_.n_http_threads, 4);
   svr_->new_task_queue = [n] { return new httplib::ThreadPool(size_t(n)); };
   svr_->set_payload_max_length(cfg_.max_body_bytes);
@@ -104,7 +106,7 @@ void HttpServer::serve() { svr_->listen_after_bind(); }
 
 void HttpServer::shutdown(std::chrono::milliseconds grace) {
   draining_ = true;
-  for (auto& m : models_) m.engine->begin_shutdown();
+  pool_.begin_shutdown();
   auto wait_inflight = [&](std::chrono::milliseconds limit) {
     auto end = Clock::now() + limit;
     while (metrics_.inflight.load() > 0 && Clock::now() < end)
@@ -112,7 +114,7 @@ void HttpServer::shutdown(std::chrono::milliseconds grace) {
     return metrics_.inflight.load() == 0;
   };
   if (!wait_inflight(grace)) {
-    for (auto& m : models_) m.engine->cancel_all();
+    pool_.cancel_all();
     wait_inflight(std::chrono::milliseconds(5000));
   }
   // A signal that came before listening began must still stop the listener once it runs.
@@ -121,17 +123,17 @@ void HttpServer::shutdown(std::chrono::milliseconds grace) {
   svr_->stop();
 }
 
-const ServedModel& HttpServer::find_model(const std::string& name) const {
-  for (const auto& m : models_)
-    if (m.name == name) return m;
-  throw ApiError(404, fmt::format("The model '{}' does not exist.", name), "model", "model_not_found");
+ModelLease HttpServer::acquire_model(const std::string& name) {
+  Acquired a = pool_.acquire(name);
+  if (a.status != AcquireStatus::Ok) throw pool_error(a);
+  return std::move(a.lease);
 }
 
 void HttpServer::install_routes() {
   svr_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     t_rec = RequestRecord{};
     t_rec.start = Clock::now();
-    bool api = req.path.rfind("/v1/", 0) == 0;
+    bool api = req.path.rfind("/v1/", 0) == 0 || req.path.rfind("/admin/api/", 0) == 0;
     if (api && !cfg_.api_key.empty()) {
       const std::string want = "Bearer " + cfg_.api_key;
       const std::string got = req.get_header_value("Authorization");
@@ -175,6 +177,7 @@ void HttpServer::install_routes() {
   svr_->Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
     handle_metrics(req, res);
   });
+  admin_->install(*svr_);  // /admin and /admin/api/*
 
   // 404 (unknown route), 413 (body over the limit) and any other bodiless error.
   svr_->set_error_handler(httplib::Server::HandlerWithResponse(
@@ -224,22 +227,25 @@ void HttpServer::install_routes() {
 }
 
 void HttpServer::handle_models(const httplib::Request& req, httplib::Response& res) {
-  auto model_json = [](const ServedModel& m) {
+  // Listing does not load anything: max_model_len is known once a model is loaded.
+  auto model_json = [this](const std::string& name) {
     ordered_json j;
-    j["id"] = m.name;
+    j["id"] = name;
     j["object"] = "model";
-    j["created"] = m.created;
+    j["created"] = created_;
     j["owned_by"] = "tqserve";
-    j["max_model_len"] = m.engine->config().ctx_size;
     return j;
   };
   try {
     if (req.matches.size() > 1) {
-      res.set_content(dump_json(model_json(find_model(req.matches[1]))), "application/json");
+      if (!pool_.has(req.matches[1]))
+        throw ApiError(404, fmt::format("The model '{}' does not exist.", std::string(req.matches[1])), "model",
+                       "model_not_found");
+      res.set_content(dump_json(model_json(req.matches[1])), "application/json");
       return;
     }
     ordered_json data = ordered_json::array();
-    for (const auto& m : models_) data.push_back(model_json(m));
+    for (const auto& name : pool_.names()) data.push_back(model_json(name));
     ordered_json j;
     j["object"] = "list";
     j["data"] = std::move(data);
@@ -251,19 +257,20 @@ void HttpServer::handle_models(const httplib::Request& req, httplib::Response& r
 
 void HttpServer::handle_metrics(const httplib::Request&, httplib::Response& res) {
   std::vector<std::pair<std::string, EngineStats>> stats;
-  for (const auto& m : models_) stats.emplace_back(m.name, m.engine->stats());
-  res.set_content(metrics_.render(stats), "text/plain; version=0.0.4");
+  for (const auto& m : pool_.snapshot())
+    if (m.stats) stats.emplace_back(m.name, *m.stats);
+  res.set_content(metrics_.render(stats) + render_pool_metrics(pool_), "text/plain; version=0.0.4");
 }
 
-std::vector<int32_t> HttpServer::build_prompt(const ServedModel& m, const GenerationRequest& g,
-                                              std::string& prompt_text) const {
+std::vector<int32_t> HttpServer::build_prompt(const std::string& name, const PoolModel& m,
+                                              const GenerationRequest& g, std::string& prompt_text) const {
   std::vector<int32_t> ids;
   if (g.endpoint == Endpoint::Chat) {
     const ChatTemplate* t = nullptr;
     if (!g.tools.is_null() && m.chat_template_tools) t = &*m.chat_template_tools;
     else if (m.chat_template) t = &*m.chat_template;
     if (!t)
-      throw ApiError(400, fmt::format("The model '{}' has no chat template: use /v1/completions.", m.name),
+      throw ApiError(400, fmt::format("The model '{}' has no chat template: use /v1/completions.", name),
                      "messages", "no_chat_template");
     ChatTemplateOptions opt;
     opt.add_generation_prompt = g.add_generation_prompt;
@@ -298,9 +305,11 @@ void HttpServer::handle_generation(const httplib::Request& req, httplib::Respons
   try {
     GenerationRequest g = ep == Endpoint::Chat ? parse_chat_request(req.body)
                                                : parse_completion_request(req.body);
-    const ServedModel& m = find_model(g.model);
+    ModelLease lease = acquire_model(g.model);  // keeps the model loaded while this request runs
+    const PoolModel& m = lease.model();
+    apply_sampling_defaults(g, nlohmann::json::parse(req.body, nullptr, false), lease.settings().sampling);
     std::string prompt_text;
-    std::vector<int32_t> prompt = build_prompt(m, g, prompt_text);
+    std::vector<int32_t> prompt = build_prompt(lease.name(), m, g, prompt_text);
     const int64_t n = int64_t(prompt.size()), ctx = m.engine->config().ctx_size;
     const char* prompt_param = ep == Endpoint::Chat ? "messages" : "prompt";
     if (n >= ctx && !(g.max_tokens && *g.max_tokens == 0 && n == ctx))
@@ -327,10 +336,13 @@ void HttpServer::handle_generation(const httplib::Request& req, httplib::Respons
     ResponseMeta meta;
     meta.id = random_id(ep == Endpoint::Chat ? "chatcmpl-" : "cmpl-");
     meta.created = int64_t(std::time(nullptr));
-    meta.model = m.name;
+    meta.model = lease.name();
     const bool stream = g.stream;
-    auto session = std::make_shared<CompletionSession>(*m.engine, *m.tokenizer, std::move(g),
-                                                       std::move(prompt), std::move(prompt_text), meta);
+    // The session's deleter holds the lease: the model stays loaded until the session is gone.
+    auto held = std::make_shared<ModelLease>(std::move(lease));
+    std::shared_ptr<CompletionSession> session(
+        new CompletionSession(*m.engine, *m.tokenizer, std::move(g), std::move(prompt), std::move(prompt_text), meta),
+        [held](CompletionSession* s) { delete s; });
     session->start(max_tokens);
     t_rec.prompt_tokens = n;
     // Counts this request as in flight until the session (and its stream) is gone.
@@ -350,6 +362,14 @@ void HttpServer::handle_generation(const httplib::Request& req, httplib::Respons
         return;
       }
       res.set_content(dump_json(j), "application/json");
+      return;
+    }
+    // A request the engine turns away before its first token (memory guard, conversion lane)
+    // gets a plain HTTP error (503 + Retry-After, or 500), not a stream that already said 200.
+    if (session->engine_may_reject() && !session->await_first_token(gone)) {
+      t_rec.outcome = "cancelled";
+      ++metrics_.client_cancellations;
+      res.status = 499;
       return;
     }
     res.set_header("Cache-Control", "no-cache");

@@ -13,6 +13,7 @@
 
 #include "chat/chat_template.h"
 #include "engine/engine_loop.h"
+#include "engine/model_pool.h"
 #include "server/openai_request.h"
 #include "server/server_metrics.h"
 #include "tokenizer/tokenizer.h"
@@ -34,20 +35,12 @@ struct ServerConfig {
   bool access_log = true;        // one line per request on stderr
 };
 
-// One model the server answers for (the model pool will hold several).
-struct ServedModel {
-  std::string name;
-  std::filesystem::path dir;
-  EngineLoop* engine = nullptr;
-  std::shared_ptr<const Tokenizer> tokenizer;
-  std::optional<ChatTemplate> chat_template;
-  std::optional<ChatTemplate> chat_template_tools;  // the tool_use variant, when it differs
-  int64_t created = 0;
-};
+class AdminApi;
 
 class HttpServer {
  public:
-  HttpServer(const ServerConfig& cfg, std::vector<ServedModel> models);
+  // Serves the pool's models (loaded on first use); `pool` outlives the server.
+  HttpServer(const ServerConfig& cfg, ModelPool& pool);
   ~HttpServer();
 
   // Binds the listening socket; throws Error when it cannot. Returns the bound port.
@@ -66,13 +59,16 @@ class HttpServer {
   void handle_generation(const httplib::Request& req, httplib::Response& res, Endpoint ep);
   void handle_models(const httplib::Request& req, httplib::Response& res);
   void handle_metrics(const httplib::Request& req, httplib::Response& res);
-  const ServedModel& find_model(const std::string& name) const;
+  // The model, loaded when needed; throws ApiError (404, 503 + Retry-After, 507, 500).
+  ModelLease acquire_model(const std::string& name);
   // Prompt ids and the text echo returns; throws ApiError.
-  std::vector<int32_t> build_prompt(const ServedModel& m, const GenerationRequest& g,
+  std::vector<int32_t> build_prompt(const std::string& name, const PoolModel& m, const GenerationRequest& g,
                                     std::string& prompt_text) const;
 
   ServerConfig cfg_;
-  std::vector<ServedModel> models_;
+  ModelPool& pool_;
+  std::unique_ptr<AdminApi> admin_;
+  int64_t created_ = 0;  // /v1/models' "created": when the server started
   std::unique_ptr<httplib::Server> svr_;
   ServerMetrics metrics_;
   std::atomic<bool> draining_{false};
