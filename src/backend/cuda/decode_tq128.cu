@@ -120,6 +120,7 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t b
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ __align__(8) uint64_t full[kStages];
+  __shared__ uint32_t released[kStages];  // warps done with each slot, counted up forever
   uint8_t* stages = smem + kLutBytes;
   // Rotated queries [8][D]: in the last stage slot, which the prologue does not load.
   float* qs = reinterpret_cast<float*>(stages + (kStages - 1) * kStageBytes);
@@ -144,9 +145,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   // Stage it (tokens s0 + 64 it ..): K rows, V rows, K scales, V scales as 4 bulk copies issued
   // by thread 0 on barrier full[it % kStages]. Scales are copied in whole 8-token groups (16 B);
   // rows past `end` keep stale bytes, masked below.
-  auto issue = [&](int it) {
-    if (tid != 0 || it >= n_it) return;
-    const int slot = it % kStages, tok = s0 + it * kStageTok;
+  auto issue = [&](int it, int slot) {  // any one thread
+    if (it >= n_it) return;
+    const int tok = s0 + it * kStageTok;
     const int rows = min(kStageTok, end - tok), srows = (rows + 7) & ~7;
     uint8_t* st = stages + slot * kStageBytes;
     mbar_expect_tx(&full[slot], uint32_t(2 * rows * kRow + 2 * srows * 2));
@@ -178,11 +179,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
     issue_tail(1);
   } else {
     if (tid == 0) {
-      for (int i = 0; i < kStages; ++i) mbar_init(&full[i], 1);
+      for (int i = 0; i < kStages; ++i) mbar_init(&full[i], 1), released[i] = 0;
       asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+      for (int i = 0; i < kStages - 1; ++i) issue(i, i);
     }
-#pragma unroll
-    for (int i = 0; i < kStages - 1; ++i) issue(i);
     // Table: 32 copies of each entry, 16 bytes per store.
     for (int i = tid; i < 256 * 8; i += kThreads) {
       const int e = i >> 3;
@@ -228,16 +228,21 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
       qa0[kc] = pack_half2(row[2 * p0], row[2 * p0 + 1]);
       qa2[kc] = pack_half2(row[2 * p0 + 2], row[2 * p0 + 3]);
     }
+    __syncthreads();  // the queries are in registers: their slot takes the last prologue stage
+    if (tid == 0) issue(kStages - 1, kStages - 1);
     const uint32_t lane4 = uint32_t(lane) * 4u;
+    // No block-wide barrier per stage: each warp waits for its data only, and the last warp to
+    // release a slot refills it with the stage kStages ahead.
+    int slot = 0;
+    uint32_t phase = 0;
     for (int it = 0; it < n_it; ++it) {
-      __syncthreads();  // every warp is done with slot (it - 1) % kStages: refill it
-      issue(it + kStages - 1);
-      mbar_wait(&full[it % kStages], uint32_t(it / kStages) & 1u);
-      const uint8_t* st = stages + (it % kStages) * kStageBytes;
+      mbar_wait(&full[slot], phase);
+      const uint8_t* st = stages + slot * kStageBytes;
       const uint16_t* kss = reinterpret_cast<const uint16_t*>(st + 2 * kStageTok * kRow);
       const uint16_t* vss = kss + kStageTok;
       const int tw = warp * 16, tok_w = s0 + it * kStageTok + tw;
-      if (tok_w >= end || p.mode == 1) continue;
+      do {
+      if (tok_w >= end || p.mode == 1) break;
       // Scores S^T[g, col] for columns (nt, j): token tw + nt*8 + pi(j).
       float s[2][4];
       float2 vsc[2];
@@ -318,6 +323,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
         mma16816<false>(acc[m], prmt(x[0], x[1], 0x5410), prmt(x[0], x[1], 0x7632),
                         prmt(x[2], x[3], 0x5410), prmt(x[2], x[3], 0x7632), pb[0], pb[1]);
       }
+      } while (false);
+      __syncwarp();  // the whole warp has read the slot
+      if (lane == 0 && atomicAdd(&released[slot], 1u) % kWarps == kWarps - 1)
+        issue(it + kStages, slot);
+      if (++slot == kStages) slot = 0, phase ^= 1u;
     }
   }
   cp_wait<0>();
