@@ -88,16 +88,13 @@ try {
   await parent.check();
   assert.equal(await child.isChecked(), true, "after a reload, the parent back on restores the child");
 
-  // An invalid value is rejected with the field named, and nothing is saved.
-  await page.fill('input[name="memory_guard.limit"]', "lots");
-  await page.getByTestId("save-settings").click();
-  await page.waitForFunction(() => document.querySelector("#settings-status").className === "bad");
-  const msg = await page.getByTestId("settings-status").textContent();
-  assert.match(msg, /memory_guard\.limit/, `the error names the field: ${msg}`);
-  s = await apiSettings("micro");
-  assert.equal(s.memory_guard.limit, "");
-  assert.equal(s.turboquant.enabled, false, "a rejected save changes nothing");
-
+  // Traffic for the throughput and event panels: tiny, then micro (which evicts tiny under the
+  // server's limit).
+  for (const model of ["tiny", "micro"]) {
+    const r = await fetch(`${base}/v1/completions`, { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ model, prompt: "def fibonacci(n):", max_tokens: 16 }) });
+    assert.equal(r.status, 200, await r.text());
+  }
   // Load and unload buttons.
   assert.equal(await rowState(page, "tiny"), "unloaded");
   await page.locator('tr[data-model="tiny"] [data-testid=load]').click();
@@ -111,6 +108,16 @@ try {
     document.querySelector('tr[data-model="tiny"] [data-testid=state]')?.textContent === "unloaded");
   models = await (await fetch(`${base}/admin/api/models`)).json();
   assert.equal(models.data.find((m) => m.name === "tiny").state, "unloaded");
+
+  // An invalid value is rejected with the field named, and nothing is saved.
+  await page.fill('input[name="memory_guard.limit"]', "lots");
+  await page.getByTestId("save-settings").click();
+  await page.waitForFunction(() => document.querySelector("#settings-status").className === "bad");
+  const msg = await page.getByTestId("settings-status").textContent();
+  assert.match(msg, /memory_guard\.limit/, `the error names the field: ${msg}`);
+  s = await apiSettings("micro");
+  assert.equal(s.memory_guard.limit, "");
+  assert.equal(s.turboquant.enabled, false, "a rejected save changes nothing");
 
   assert.deepEqual(foreign, [], "the page fetched nothing outside the server");
   console.log("admin page: all checks passed");
