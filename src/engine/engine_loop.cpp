@@ -6,11 +6,16 @@
 #include <cmath>
 #include <exception>
 #include <limits>
+#include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #include "core/check.h"
 #include "core/error.h"
+#include "core/memory_probe.h"
+#include "kv/block_codec.h"
 #include "kv/kv_convert.h"
+#include "sched/conversion_lane.h"
 
 namespace tq {
 
@@ -24,6 +29,9 @@ struct EngineLoop::Seq {
   std::shared_ptr<RequestChannel> channel;
   Sampler sampler;
   KvCache cache;
+  std::unique_ptr<SeqGuard> guard;  // conversions and (when enabled) the prefill guard
+  PrefixLease prefix;       // restored prefix blocks (pinned) and the chain this prefill extends
+  int64_t n_restored = 0;   // prompt tokens restored: the scheduler sees the rest as the prompt
   int32_t last_token = -1;  // the token the next decode step feeds
   int64_t n_generated = 0;
   std::unordered_map<int32_t, int32_t> counts;  // generated id -> count (penalties only)
@@ -65,7 +73,22 @@ bool contains(const std::vector<int32_t>& v, int32_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
+// Ordinary (after-prefill) conversions wait this long for another engine's conversion.
+constexpr std::chrono::milliseconds kLaneWait{10000};
+
 }  // namespace
+
+const char* guard_rejection_name(GuardRejection r) {
+  switch (r) {
+    case GuardRejection::TooLarge: return "too_large";
+    case GuardRejection::Unsupported: return "unsupported_layout";
+    case GuardRejection::RetryLater: return "retry_later";
+    case GuardRejection::MemoryPressure: return "memory_pressure";
+    case GuardRejection::ConversionBusy: return "conversion_busy";
+    case GuardRejection::ConversionFailed: return "conversion_failed";
+  }
+  return "?";
+}
 
 EngineLoop::EngineLoop(std::unique_ptr<Model> model, const EngineConfig& cfg,
                        std::unique_ptr<Backend> backend)
@@ -74,6 +97,23 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, const EngineConfig& cfg,
   vocab_ = model_->config().vocab_size;
   raw_row_.resize(size_t(vocab_));
   stats_.weight_bytes = model_->weight_bytes();
+  guard_opts_ = cfg_.guard;
+  guard_opts_.evict = cfg_.evict_idle;
+  guard_opts_.config.chunk = cfg_.sched.prefill_budget;
+  guard_opts_.config.min_chunk = std::min(guard_opts_.config.min_chunk, guard_opts_.config.chunk);
+  if (guard_opts_.enabled) {
+    if (auto err = guard_opts_.config.validate(); !err.empty()) fail("{}", err);
+    guard_limit_ = resolve_guard_limit(guard_opts_.config);
+    PrefillGuard probe(guard_opts_.config, guard_limit_);
+    stats_.guard.enabled = true;
+    stats_.guard.limit_bytes = guard_limit_;
+    stats_.guard.hard_bytes = guard_limit_ ? probe.hard_bytes() : 0;
+    stats_.guard.soft_bytes = guard_limit_ ? probe.soft_bytes() : 0;
+    stats_.guard.workspace_bytes =
+        step_workspace_bytes(model_->config(), guard_opts_.config.chunk, cfg_.ctx_size);
+  }
+  layout_ = cache_layout(*model_, cfg_.kv);
+  if (cfg_.prefix_cache) prefix_format_ = kv_format_id(model_->new_cache());
   thread_ = std::thread([this] { run(); });
 }
 
@@ -89,6 +129,52 @@ EngineLoop::~EngineLoop() {
 }
 
 KvCache EngineLoop::make_cache(const EngineRequest& req) { return model_->new_cache(); }
+
+void EngineLoop::set_evict_idle(std::function<uint64_t(uint64_t wanted)> hook) {
+  std::lock_guard<std::mutex> lk(mu_);
+  guard_opts_.evict = std::move(hook);
+}
+
+Submitted EngineLoop::preflight_locked(int64_t n_tokens) {
+  Submitted r;
+  r.status = SubmitStatus::Accepted;
+  if (!guard_opts_.enabled || guard_limit_ == 0) return r;
+  uint64_t rss = 0, avail = 0;
+  if (guard_opts_.probe) {
+    std::tie(rss, avail) = guard_opts_.probe();
+  } else {
+    if (auto p = read_process_memory()) rss = p->rss_bytes;
+    if (auto h = read_host_memory()) avail = h->available_bytes;
+  }
+  uint64_t accounted = model_->weight_bytes();  // the request's workspace is in its input
+  for (size_t b : stats_.kv_bytes) accounted += b;
+  MemorySnapshot now = make_snapshot(accounted, rss, avail, ConversionLane::global().reserved_bytes());
+  TurboQuantSwitches tq{cfg_.kv.turboquant(), guard_opts_.mid_prefill};
+  PreflightResult pf = preflight(guard_opts_.config, guard_limit_, now,
+                                 preflight_input(layout_, model_->config(), n_tokens,
+                                                 guard_opts_.config.chunk, tq));
+  switch (pf.verdict) {
+    case PreflightVerdict::Admit:
+    case PreflightVerdict::AdmitDeferred: return r;
+    case PreflightVerdict::RetryLater:
+      r.status = SubmitStatus::NoMemory;
+      r.code = "memory_pressure";
+      ++stats_.guard.rejections[size_t(GuardRejection::RetryLater)];
+      break;
+    case PreflightVerdict::TooLarge:
+      r.status = SubmitStatus::Invalid;
+      r.code = "memory_limit";
+      ++stats_.guard.rejections[size_t(GuardRejection::TooLarge)];
+      break;
+    case PreflightVerdict::Unsupported:
+      r.status = SubmitStatus::Invalid;
+      r.code = "unsupported_cache_layout";
+      ++stats_.guard.rejections[size_t(GuardRejection::Unsupported)];
+      break;
+  }
+  r.error = pf.message;
+  return r;
+}
 
 Submitted EngineLoop::submit(EngineRequest req) {
   Submitted r;
@@ -107,21 +193,33 @@ Submitted EngineLoop::submit(EngineRequest req) {
                                n_prompt, req.max_tokens, cfg_.ctx_size));
   if (req.logprobs > kMaxTopLogprobs) return invalid("logprobs must be <= 20");
   if (auto err = validate_sampling(req.sampling); !err.empty()) return invalid(err);
+  // Longest cached prefix, leaving at least the last prompt token to prefill (its logits pick
+  // the first output). Prompt logprobs need every prompt row, so those requests restore none.
+  // SSD reads happen here, on the caller's thread, never on the engine thread.
+  PrefixLease lease;
+  if (cfg_.prefix_cache)
+    lease = cfg_.prefix_cache->acquire(req.prompt, req.prompt_logprobs ? 0 : n_prompt - 1);
+  const int64_t n_restored = lease.restored_tokens();
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (shutting_down_) {
       r.status = SubmitStatus::ShuttingDown;
       return r;
     }
+    Submitted pf = preflight_locked(n_prompt + req.max_tokens);
+    if (pf.status != SubmitStatus::Accepted) return pf;
     uint64_t id = next_id_++;
-    Admission a = sched_.admit(id, n_prompt);
+    Admission a = sched_.admit(id, n_prompt - n_restored);
     if (a == Admission::QueueFull) {
       r.status = SubmitStatus::Busy;
       return r;
     }
     TQ_CHECK(a == Admission::Accepted);
     r.channel = std::make_shared<RequestChannel>(id);
-    seqs_.emplace(id, std::make_unique<Seq>(id, std::move(req), r.channel));
+    auto seq = std::make_unique<Seq>(id, std::move(req), r.channel);
+    seq->prefix = std::move(lease);
+    seq->n_restored = n_restored;
+    seqs_.emplace(id, std::move(seq));
     r.status = SubmitStatus::Accepted;
   }
   cv_.notify_one();
@@ -159,6 +257,11 @@ EngineStats EngineLoop::stats() const {
   EngineStats s = stats_;
   s.queued = sched_.n_queued();
   s.running = sched_.n_running();
+  if (cfg_.prefix_cache) {
+    s.prefix_cache = true;
+    s.prefix = cfg_.prefix_cache->stats();
+  }
+  s.guard.conversion_reserved_bytes = ConversionLane::global().reserved_bytes();
   if (Clock::now() - last_step_ > std::chrono::seconds(5)) {
     s.prefill_tokens_per_s = 0;
     s.decode_tokens_per_s = 0;
@@ -183,8 +286,31 @@ void EngineLoop::finish(Seq& s, FinishReason reason, const std::string& error) {
   e.reason = reason;
   e.prompt_tokens = int64_t(s.req.prompt.size());
   e.completion_tokens = s.n_generated;
+  e.cached_tokens = s.n_restored;
   e.error = error;
   s.channel->push(e);
+}
+
+void EngineLoop::finish_error(Seq& s, const RequestError& re) {
+  EngineEvent e;
+  e.kind = EngineEvent::Kind::Finished;
+  e.reason = FinishReason::Error;
+  e.prompt_tokens = int64_t(s.req.prompt.size());
+  e.completion_tokens = s.n_generated;
+  e.cached_tokens = s.n_restored;
+  e.error = re.message;
+  e.error_code = re.type;
+  e.retryable = re.retryable;
+  s.channel->push(e);
+  count_rejection(re);
+}
+
+void EngineLoop::count_rejection(const RequestError& e) {
+  GuardRejection r = e.type == "conversion_busy"     ? GuardRejection::ConversionBusy
+                     : e.type == "conversion_failed" ? GuardRejection::ConversionFailed
+                                                     : GuardRejection::MemoryPressure;
+  ++guard_delta_.rejections[size_t(r)];
+  if (r == GuardRejection::ConversionBusy) ++guard_delta_.lane_conflicts;
 }
 
 void EngineLoop::run() {
@@ -203,6 +329,20 @@ void EngineLoop::run() {
       for (uint64_t id : plan_.started) {
         Seq& s = *seqs_.at(id);
         s.cache = make_cache(s.req);
+        s.guard = std::make_unique<SeqGuard>(*model_, cfg_.kv, guard_opts_, guard_limit_);
+        if (!restore_prefix(s)) {  // fail closed: the request ends, its plan item goes
+          std::erase_if(plan_.items, [&](const StepItem& it) {
+            if (it.id == id) plan_.n_prefill_tokens -= it.n;
+            return it.id == id;
+          });
+          sched_.remove(id);
+          seqs_.erase(id);
+        }
+      }
+      align_prefill_to_blocks_locked();
+      if (guard_opts_.enabled) {
+        cache_bytes_total_ = 0;
+        for (const auto& [id, sp] : seqs_) cache_bytes_total_ += sp->cache.bytes();
       }
       step_seqs_.clear();
       for (const StepItem& it : plan_.items) step_seqs_.push_back(seqs_.at(it.id).get());
@@ -211,7 +351,82 @@ void EngineLoop::run() {
   }
 }
 
+bool EngineLoop::guard_step() {
+  if (!guard_opts_.enabled) return false;
+  bool waited = false;
+  uint64_t total = cache_bytes_total_, approved = 0;
+  size_t w = 0;
+  for (size_t i = 0; i < plan_.items.size(); ++i) {
+    StepItem it = plan_.items[i];
+    Seq* s = step_seqs_[i];
+    if (it.prefill) {
+      SeqGuard& g = *s->guard;
+      const GuardReport before = g.report();
+      const int64_t pressured0 = g.guard()->pressured_samples(), samples0 = g.guard()->samples();
+      const bool converted0 = g.converted();
+      const uint64_t own = s->cache.bytes();
+      // Engine-wide: every other sequence's cache, plus what the items approved before this one
+      // will add in the same step.
+      SeqGuard::Verdict v = g.next_chunk(s->cache, it.n, total - own + approved);
+      total = total - own + s->cache.bytes();  // a conversion shrank it
+      guard_delta_.samples += g.guard()->samples() - samples0;
+      guard_delta_.pressured_samples += g.guard()->pressured_samples() - pressured0;
+      guard_delta_.waits += g.report().waits - before.waits;
+      if (g.report().eviction_tried && !before.eviction_tried) {
+        ++guard_delta_.evictions;
+        guard_delta_.evicted_bytes += g.guard()->evicted_bytes() - before.evicted_bytes;
+      }
+      if (g.converted() && !converted0) {
+        ++guard_delta_.organic_conversions;
+        ++guard_delta_.conversions;
+        guard_delta_.conversion_slices += g.stats().slices;
+        guard_delta_.conversion_seconds += g.stats().seconds;
+      }
+      guard_delta_.used_bytes = v.used;
+      guard_delta_.peak_used_bytes = std::max(guard_delta_.peak_used_bytes, g.report().peak_used);
+      if (v.action == GuardAction::Wait) {
+        waited = true;
+        plan_.n_prefill_tokens -= it.n;
+        continue;  // this sequence sits the step out; the others run
+      }
+      if (v.action == GuardAction::Reject) {
+        plan_.n_prefill_tokens -= it.n;
+        finish_error(*s, g.error());
+        ended_.push_back(s);
+        continue;
+      }
+      if (v.chunk < it.n) {
+        plan_.n_prefill_tokens -= it.n - v.chunk;
+        it.n = v.chunk;
+        it.last_chunk = false;
+      }
+      approved += g.growth(s->cache, it.n);
+    }
+    plan_.items[w] = it;
+    step_seqs_[w] = s;
+    ++w;
+  }
+  plan_.items.resize(w);
+  step_seqs_.resize(w);
+  return waited;
+}
+
 void EngineLoop::run_step() {
+  ended_.clear();
+  const bool waited = guard_step();
+  if (plan_.items.empty()) {
+    // Everything left waited on memory (or was rejected): give other engines and the
+    // eviction a moment, without holding the lock.
+    if (waited) std::this_thread::sleep_for(std::chrono::milliseconds(guard_opts_.wait_ms));
+    std::lock_guard<std::mutex> lk(mu_);
+    for (Seq* s : ended_) {
+      sched_.remove(s->id);
+      seqs_.erase(s->id);
+    }
+    merge_guard_stats_locked();
+    if (sched_.idle()) idle_cv_.notify_all();
+    return;
+  }
   const size_t n = plan_.items.size();
   steps_.resize(n);
   row_offset_.resize(n);
@@ -227,13 +442,12 @@ void EngineLoop::run_step() {
     Seq& s = *step_seqs_[i];
     Model::SeqStep& st = steps_[i];
     bool all = it.prefill && s.req.prompt_logprobs;
-    st.ids = it.prefill ? std::span<const int32_t>(s.req.prompt).subspan(size_t(it.begin), size_t(it.n))
+    st.ids = it.prefill ? std::span<const int32_t>(s.req.prompt).subspan(size_t(s.n_restored + it.begin), size_t(it.n))
                         : std::span<const int32_t>(&s.last_token, 1);
     st.cache = &s.cache;
     st.mode = all ? LogitsMode::All : LogitsMode::Last;
     st.logits = logits_.data() + row_offset_[i] * vocab_;
   }
-  ended_.clear();
   auto t0 = Clock::now();
   std::string error;
   try {
@@ -256,8 +470,9 @@ void EngineLoop::run_step() {
       if (it.prefill) {
         bool all = s.req.prompt_logprobs;
         if (all) emit_prompt_logprobs(s, rows_i, it.begin, it.n);
+        add_prefix_block(s, it);  // before any conversion: blocks hold the prefill's own format
         if (!it.last_chunk) continue;
-        if (cfg_.kv.turboquant() && !convert_after_prefill(s)) {
+        if (cfg_.kv.turboquant() && !s.guard->converted() && !convert_after_prefill(s)) {
           ended_.push_back(&s);
           continue;
         }
@@ -283,21 +498,98 @@ void EngineLoop::run_step() {
     seqs_.erase(id);
   }
   update_stats_locked(step_s);
+  merge_guard_stats_locked();
   if (sched_.idle()) idle_cv_.notify_all();
 }
 
-bool EngineLoop::convert_after_prefill(Seq& s) {
-  const ModelConfig& mc = model_->config();
-  KvPolicy p = cfg_.kv;
-  p.format.head_dim = int(mc.head_dim);
+void EngineLoop::merge_guard_stats_locked() {
+  if (!guard_opts_.enabled && guard_delta_.conversions == 0) return;
+  GuardStats& g = stats_.guard;
+  const GuardStats& d = guard_delta_;
+  g.samples += d.samples;
+  g.pressured_samples += d.pressured_samples;
+  g.waits += d.waits;
+  g.evictions += d.evictions;
+  g.evicted_bytes += d.evicted_bytes;
+  g.organic_conversions += d.organic_conversions;
+  g.conversion_slices += d.conversion_slices;
+  g.conversion_seconds += d.conversion_seconds;
+  g.conversions += d.conversions;
+  g.lane_conflicts += d.lane_conflicts;
+  for (int k = 0; k < kGuardRejections; ++k) g.rejections[size_t(k)] += d.rejections[size_t(k)];
+  if (d.used_bytes) g.used_bytes = d.used_bytes;
+  g.peak_used_bytes = std::max(g.peak_used_bytes, d.peak_used_bytes);
+  guard_delta_ = GuardStats{};
+}
+
+bool EngineLoop::restore_prefix(Seq& s) {
+  if (s.n_restored == 0) return true;
+  int64_t t0 = 0;
+  bool ok = true;
   try {
-    convert_cache(model_->backend(), s.cache, LayerShape{mc.n_head, mc.n_head_kv, mc.head_dim}, p);
-    return true;
-  } catch (const std::exception& e) {
-    // Fail closed: the cache may hold a half-converted layer; this request ends, no other.
-    finish(s, FinishReason::Error, std::string("KV conversion failed: ") + e.what());
-    return false;
+    for (const BlockPtr& b : s.prefix.restored) {
+      const int64_t n = int64_t(b->tokens.size());
+      if (b->t0 != t0 || !load_kv_block(model_->backend(), s.cache, t0, n, b->payload)) {
+        ok = false;
+        break;
+      }
+      t0 += n;
+    }
+  } catch (const std::exception&) {
+    ok = false;
   }
+  if (ok && t0 == s.n_restored && s.cache.n_tokens() == t0) return true;
+  // Blocks are keyed by the cache layout, so this means a bug or damaged memory, never a
+  // normal outcome: nothing half-restored may run.
+  finish(s, FinishReason::Error, "prefix cache: a cached block does not fit this model's cache");
+  return false;
+}
+
+void EngineLoop::align_prefill_to_blocks_locked() {
+  if (!cfg_.prefix_cache) return;
+  const int64_t B = cfg_.prefix_cache->block_tokens();
+  for (StepItem& it : plan_.items) {
+    if (!it.prefill) continue;
+    const int64_t at = seqs_.at(it.id)->n_restored + it.begin;  // prompt position
+    const int64_t boundary = (at / B + 1) * B;
+    if (at + it.n > boundary) {  // cut at the boundary so the block can be snapshotted there
+      plan_.n_prefill_tokens -= at + it.n - boundary;
+      it.n = boundary - at;
+      it.last_chunk = false;
+    }
+  }
+}
+
+void EngineLoop::add_prefix_block(Seq& s, const StepItem& it) {
+  if (!cfg_.prefix_cache || !s.prefix.extending) return;
+  const int64_t B = cfg_.prefix_cache->block_tokens();
+  const int64_t end = s.n_restored + it.begin + it.n;
+  if (end % B != 0) return;
+  // The chain continues only block after block, and only while the cache keeps the format its
+  // blocks are keyed by (a mid-prefill conversion ends it: docs/prefix-cache.md).
+  if (end != s.prefix.tip_tokens + B || s.cache.n_tokens() != end ||
+      kv_format_id(s.cache) != prefix_format_) {
+    s.prefix.extending = false;
+    return;
+  }
+  try {
+    std::vector<uint8_t> payload = save_kv_block(model_->backend(), s.cache, end - B);
+    cfg_.prefix_cache->add(s.prefix, std::span<const int32_t>(s.req.prompt).subspan(size_t(end - B), size_t(B)),
+                           std::move(payload));
+  } catch (const std::exception&) {
+    s.prefix.extending = false;  // a snapshot that failed costs the cache, not the request
+  }
+}
+
+bool EngineLoop::convert_after_prefill(Seq& s) {
+  // Serialized with every other conversion of the process; bounded, so waiting is fine here.
+  if (s.guard->convert(s.cache, "after_prefill", kLaneWait)) {
+    ++guard_delta_.conversions;
+    return true;
+  }
+  // Fail closed: the cache was discarded; this request ends, no other.
+  finish_error(s, s.guard->error());
+  return false;
 }
 
 void EngineLoop::emit_prompt_logprobs(Seq& s, const float* rows, int64_t begin, int64_t n) {

@@ -15,8 +15,10 @@
 
 #include "engine/request_channel.h"
 #include "engine/sampler.h"
+#include "engine/seq_guard.h"
 #include "kv/kv_cache.h"
 #include "kv/kv_policy.h"
+#include "kv/prefix_cache.h"
 #include "model/model.h"
 #include "sched/scheduler.h"
 
@@ -29,14 +31,56 @@ struct EngineConfig {
   // TurboQuant ("ordinary" mode): a sequence's eligible layers convert once its prompt is
   // prefilled, and it decodes on the compressed cache. convert_at is not used here.
   KvPolicy kv;
+  // Memory guard (docs/server.md): with guard.enabled a request is preflighted at submit and
+  // every prefill chunk is sized by its sequence's SeqGuard over engine-wide accounting;
+  // guard.mid_prefill (effective with kv TurboQuant) allows one organic conversion per request.
+  // guard.owner names this engine on the process-wide conversion lane; guard.probe overrides
+  // the /proc probes (tests); guard.evict is ignored: the hook is evict_idle.
+  GuardOptions guard;
+  // Idle-LRU eviction (cached prefixes nobody uses, idle models): asked for `wanted` bytes,
+  // returns the bytes it freed. Called on the engine thread, at most once per request, always
+  // before that request's conversion.
+  std::function<uint64_t(uint64_t wanted)> evict_idle;
+  // Prefix cache (docs/prefix-cache.md), shared with whoever evicts from it; null: off. A
+  // sequence restores its longest cached prefix when it starts, its prefill chunks never cross
+  // a block boundary, and each block it completes is added.
+  std::shared_ptr<PrefixCache> prefix_cache;
 };
 
-enum class SubmitStatus : uint8_t { Accepted, Busy, ShuttingDown, Invalid };
+// NoMemory: the memory guard's preflight says the request fits the limit but not the memory
+// free now (retryable, 503 + Retry-After).
+enum class SubmitStatus : uint8_t { Accepted, Busy, ShuttingDown, Invalid, NoMemory };
 
 struct Submitted {
   SubmitStatus status = SubmitStatus::Invalid;
   std::shared_ptr<RequestChannel> channel;  // set when accepted
-  std::string error;                        // why, when Invalid
+  std::string error;                        // why, when Invalid or NoMemory
+  std::string code;  // Invalid/NoMemory by the guard: memory_limit, unsupported_cache_layout,
+                     // memory_pressure ("" otherwise)
+};
+
+// The memory guard's engine-wide counters, for /metrics.
+enum class GuardRejection : uint8_t {
+  TooLarge, Unsupported, RetryLater,               // preflight, at submit
+  MemoryPressure, ConversionBusy, ConversionFailed  // during prefill
+};
+constexpr int kGuardRejections = 6;
+const char* guard_rejection_name(GuardRejection r);
+struct GuardStats {
+  bool enabled = false;
+  uint64_t limit_bytes = 0, hard_bytes = 0, soft_bytes = 0;
+  uint64_t used_bytes = 0;           // the last sample any sequence's guard took
+  uint64_t peak_used_bytes = 0;      // the most any sample saw
+  uint64_t workspace_bytes = 0;      // step workspace the engine accounts
+  uint64_t conversion_reserved_bytes = 0;  // the lane's reservation now (any engine's)
+  int64_t samples = 0, pressured_samples = 0, waits = 0;
+  int64_t evictions = 0;
+  uint64_t evicted_bytes = 0;
+  int64_t organic_conversions = 0, conversion_slices = 0;
+  double conversion_seconds = 0;
+  int64_t conversions = 0;           // every conversion (organic and after-prefill)
+  int64_t lane_conflicts = 0;        // this engine's requests that found the lane busy
+  std::array<int64_t, kGuardRejections> rejections{};  // by GuardRejection
 };
 
 // A consistent snapshot for /metrics and the admin API.
@@ -52,6 +96,9 @@ struct EngineStats {
   double decode_tokens_per_s = 0;
   std::array<size_t, 4> kv_bytes{};    // by CacheKind (Dense, Rotating, Compressed, Recurrent)
   size_t weight_bytes = 0;
+  GuardStats guard;
+  bool prefix_cache = false;  // the prefix cache's counters below are meaningful
+  PrefixStats prefix;
 };
 
 class EngineLoop {
@@ -79,6 +126,9 @@ class EngineLoop {
   bool wait_idle(std::chrono::milliseconds timeout);
 
   EngineStats stats() const;
+  // Installs the idle-eviction hook (see EngineConfig::evict_idle) once the owner of the
+  // evictable memory exists; call before requests arrive.
+  void set_evict_idle(std::function<uint64_t(uint64_t wanted)> hook);
 
  private:
   struct Seq;
@@ -94,6 +144,19 @@ class EngineLoop {
   // when the conversion failed.
   bool convert_after_prefill(Seq& s);
   void finish(Seq& s, FinishReason reason, const std::string& error = {});
+  // Prefix cache: restores s's leased blocks into its fresh cache (false: the request failed);
+  // cuts prefill items at block boundaries; adds the block a prefill item completed.
+  bool restore_prefix(Seq& s);
+  void align_prefill_to_blocks_locked();
+  void add_prefix_block(Seq& s, const StepItem& it);
+  void finish_error(Seq& s, const RequestError& e);
+  // Preflight of a request of n_tokens at submit (caller holds mu_); Accepted when admitted.
+  Submitted preflight_locked(int64_t n_tokens);
+  // Asks each prefill item's SeqGuard before the step runs: shrinks (Proceed with a smaller
+  // chunk), skips (Wait) or ends (Reject) items. True when some item waited.
+  bool guard_step();
+  void count_rejection(const RequestError& e);
+  void merge_guard_stats_locked();
   void update_stats_locked(double step_seconds);
 
   std::unique_ptr<Backend> backend_;
@@ -111,6 +174,13 @@ class EngineLoop {
   bool shutting_down_ = false;
   bool quit_ = false;
   EngineStats stats_;                // guarded by mu_
+  // Memory guard: options every SeqGuard refers to, the cache layout, the resolved limit.
+  GuardOptions guard_opts_;
+  CacheLayout layout_;
+  uint64_t guard_limit_ = 0;
+  uint64_t cache_bytes_total_ = 0;   // all sequences' caches, taken under mu_ at plan time
+  GuardStats guard_delta_;           // engine thread: counters since the last merge
+  std::string prefix_format_;        // kv_format_id of a fresh cache: what prefix blocks hold
 
   // Engine-thread state, reused every step so steady decoding does not allocate.
   StepPlan plan_;

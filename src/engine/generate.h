@@ -10,52 +10,15 @@
 #include "kv/kv_convert.h"
 #include "kv/kv_policy.h"
 #include "model/model.h"
-#include "sched/conversion_lane.h"
-#include "sched/memory_guard.h"
+#include "engine/seq_guard.h"
 
 namespace tq {
-
-// The memory guard of a single-sequence prefill (the CLI and the validation runner). With it
-// enabled, every prefill chunk is sized by a PrefillGuard, and sustained pressure escalates:
-// eviction (when a callback exists), then one organic mid-prefill conversion (when mid_prefill
-// is on and the policy is TurboQuant), then a retryable error in the result (no exception).
-struct GuardOptions {
-  bool enabled = false;
-  MemoryGuardConfig config;
-  bool mid_prefill = false;           // turboquant.mid_prefill (effective only with TurboQuant)
-  ConversionLane* lane = nullptr;     // nullptr: ConversionLane::global()
-  std::string owner = "cli";          // names this request on the lane (busy messages)
-  std::function<uint64_t(uint64_t)> evict;  // idle-LRU eviction: wants bytes, returns freed
-  // Process RSS and host MemAvailable (0: unknown); default: /proc probes.
-  std::function<std::pair<uint64_t, uint64_t>()> probe;
-  int wait_ms = 5;  // pause between pressured samples (a single sequence has nothing else to run)
-};
 
 // One prefill chunk: where it started, how long, what the guard saw before it ran.
 struct ChunkRecord {
   int64_t begin = 0, n = 0;
   double seconds = 0;
   uint64_t used = 0, projected = 0;  // guard's view before the chunk (0 without a guard)
-};
-
-// What the guard did for one request.
-struct GuardReport {
-  bool enabled = false;
-  uint64_t limit = 0, hard_bytes = 0, soft_bytes = 0;
-  uint64_t peak_used = 0;  // the most memory any sample saw (RSS or accounting)
-  uint64_t peak_rss = 0;   // VmHWM after the model loaded (reset at the start when allowed)
-  int64_t samples = 0, pressured = 0, waits = 0;
-  bool eviction_tried = false;
-  uint64_t evicted_bytes = 0;
-  int64_t min_chunk_used = 0;  // the smallest chunk the guard chose
-};
-
-// A request that the guard (or a failed conversion) stopped: the result's error fields.
-struct RequestError {
-  std::string type;  // "memory_pressure", "conversion_busy", "conversion_failed"
-  std::string message;
-  bool retryable = false;
-  bool failed() const { return !type.empty(); }
 };
 
 struct GenerateOptions {

@@ -51,7 +51,12 @@ struct EngineEvent {
   FinishReason reason = FinishReason::Stop;
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens restored from the prefix cache, not prefilled
   std::string error;  // reason == Error
+  // reason == Error by the memory guard: memory_pressure, conversion_busy, conversion_failed
+  // ("" for other errors); retryable: the same request may succeed later (503 + Retry-After).
+  std::string error_code;
+  bool retryable = false;
 };
 
 // A single-producer (engine) single-consumer (HTTP handler) event queue.

@@ -35,11 +35,28 @@ LaneTicket ConversionLane::try_acquire(const std::string& owner, uint64_t peak_b
   return LaneTicket(this);
 }
 
+LaneTicket ConversionLane::acquire_for(const std::string& owner, uint64_t peak_bytes,
+                                       std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!free_cv_.wait_for(lock, timeout, [&] { return !busy_; })) {
+    ++conflicts_;
+    return LaneTicket();
+  }
+  busy_ = true;
+  reserved_ = peak_bytes;
+  holder_ = owner;
+  ++conversions_;
+  return LaneTicket(this);
+}
+
 void ConversionLane::release() {
-  std::lock_guard<std::mutex> lock(mu_);
-  busy_ = false;
-  reserved_ = 0;
-  holder_.clear();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+    reserved_ = 0;
+    holder_.clear();
+  }
+  free_cv_.notify_all();
 }
 
 uint64_t ConversionLane::reserved_bytes() const {

@@ -1,6 +1,8 @@
 // ConversionLane: the process-wide lane that serializes KV conversions (one at a time) and
 // publishes the running conversion's peak reservation to every memory guard.
 #pragma once
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -35,6 +37,11 @@ class ConversionLane {
   // Takes the lane for `owner` (a model or request name, for the busy message) reserving
   // `peak_bytes`; an empty ticket when another conversion holds it (a retryable "busy").
   LaneTicket try_acquire(const std::string& owner, uint64_t peak_bytes);
+  // Like try_acquire, but waits up to `timeout` for the running conversion to end (for
+  // conversions that must happen, e.g. after a prompt; bounded, since conversions are). A
+  // timeout counts as one conflict.
+  LaneTicket acquire_for(const std::string& owner, uint64_t peak_bytes,
+                         std::chrono::milliseconds timeout);
 
   // The reservation of the conversion now running (0 when the lane is free). Every guard adds
   // this to its accounting, except the one whose own conversion it is.
@@ -48,6 +55,7 @@ class ConversionLane {
   friend class LaneTicket;
   void release();
   mutable std::mutex mu_;
+  std::condition_variable free_cv_;
   bool busy_ = false;
   uint64_t reserved_ = 0;
   std::string holder_;

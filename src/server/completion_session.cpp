@@ -42,7 +42,10 @@ void CompletionSession::start(int64_t max_tokens) {
                      "server_busy");
     case SubmitStatus::ShuttingDown:
       throw ApiError(503, "The server is shutting down.", "", "shutting_down");
-    case SubmitStatus::Invalid: throw ApiError(400, s.error, chat_ ? "messages" : "prompt");
+    case SubmitStatus::Invalid:
+      throw ApiError(400, s.error, chat_ ? "messages" : "prompt", s.code);
+    case SubmitStatus::NoMemory:
+      throw ApiError(503, s.error + ". Please retry shortly.", "", s.code, s.code);
   }
   channel_ = std::move(s.channel);
   started_ = true;
@@ -78,8 +81,13 @@ void CompletionSession::on_finished(const EngineEvent& e, std::string* chunk) {
   if (req_.echo && !echo_sent_) emit_echo(chunk);
   started_ = false;
   done_ = true;
+  n_cached_ = e.cached_tokens;
   switch (e.reason) {
-    case FinishReason::Error: error_ = e.error; break;
+    case FinishReason::Error:
+      error_ = e.error;
+      error_code_ = e.error_code;
+      retryable_ = e.retryable;
+      break;
     case FinishReason::Cancelled: finish_reason_ = "abort"; break;
     case FinishReason::Stop:
     case FinishReason::Length: {
@@ -132,14 +140,14 @@ void CompletionSession::emit_final(std::string* chunk) {
   if (!chunk || final_sent_) return;
   final_sent_ = true;
   if (!error_.empty()) {
-    *chunk += sse_event(ApiError(500, error_).to_json());
+    *chunk += sse_event(engine_error().to_json());
   } else {
     ordered_json j = chat_ ? chat_chunk(meta_, ordered_json::object(), nullptr, finish_reason_)
                            : completion_object(meta_, "", nullptr, finish_reason_);
     if (req_.include_usage) j["usage"] = nullptr;
     *chunk += sse_event(j);
     if (req_.include_usage)
-      *chunk += sse_event(usage_chunk(meta_, chat_, prompt_tokens(), n_completion_));
+      *chunk += sse_event(usage_chunk(meta_, chat_, prompt_tokens(), n_completion_, n_cached_));
   }
   *chunk += "data: [DONE]\n\n";
 }
@@ -156,7 +164,14 @@ bool CompletionSession::stream_next(std::string& out, const std::function<bool()
     out += sse_event(j);
     return true;
   }
-  bool got = channel_ && !done_ && channel_->wait(events_, std::chrono::milliseconds(100));
+  bool got = false;
+  if (!pending_.empty()) {
+    events_.swap(pending_);
+    pending_.clear();
+    got = true;
+  } else {
+    got = channel_ && !done_ && channel_->wait(events_, std::chrono::milliseconds(100));
+  }
   if (client_gone && client_gone()) {
     cancel();
     client_cancelled_ = true;
@@ -177,7 +192,7 @@ ordered_json CompletionSession::run_to_end(const std::function<bool()>& client_g
     }
     if (got) consume(nullptr);
   }
-  if (!error_.empty()) throw ApiError(500, "generation failed: " + error_, "", "engine_error");
+  if (!error_.empty()) throw engine_error();
   ordered_json j;
   if (chat_) {
     ordered_json lp = nullptr;
@@ -194,8 +209,53 @@ ordered_json CompletionSession::run_to_end(const std::function<bool()>& client_g
     j = completion_object(meta_, req_.echo ? prompt_text_ + text_ : text_, std::move(lp),
                           finish_reason_);
   }
-  j["usage"] = usage_json(prompt_tokens(), n_completion_);
+  j["usage"] = usage_json(prompt_tokens(), n_completion_, n_cached_);
   return j;
+}
+
+}  // namespace tq
+
+namespace tq {
+
+ApiError CompletionSession::engine_error() const {
+  if (retryable_ && (error_code_ == "memory_pressure" || error_code_ == "conversion_busy"))
+    return ApiError(503, error_, "", error_code_, error_code_);
+  if (error_code_ == "conversion_failed") return ApiError(500, error_, "", error_code_);
+  return ApiError(500, "generation failed: " + error_, "", "engine_error");
+}
+
+bool CompletionSession::engine_may_reject() const {
+  const EngineConfig& c = engine_.config();
+  return c.guard.enabled || c.kv.turboquant();
+}
+
+bool CompletionSession::await_first_token(const std::function<bool()>& client_gone) {
+  std::vector<EngineEvent> batch;
+  for (;;) {
+    bool got = channel_->wait(batch, std::chrono::milliseconds(100));
+    if (got) {
+      pending_.insert(pending_.end(), batch.begin(), batch.end());
+      for (const EngineEvent& e : batch) {
+        if (e.kind == EngineEvent::Kind::Finished) {
+          if (e.reason != FinishReason::Error) return true;
+          // Nothing was streamed: the error is the HTTP response itself.
+          pending_.clear();
+          started_ = false;
+          done_ = true;
+          error_ = e.error;
+          error_code_ = e.error_code;
+          retryable_ = e.retryable;
+          throw engine_error();
+        }
+        if (!e.prompt) return true;  // the first generated token: streaming starts
+      }
+    }
+    if (client_gone && client_gone()) {
+      cancel();
+      client_cancelled_ = true;
+      return false;
+    }
+  }
 }
 
 }  // namespace tq

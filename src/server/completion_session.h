@@ -33,6 +33,15 @@ class CompletionSession {
   // the engine failed.
   nlohmann::ordered_json run_to_end(const std::function<bool()>& client_gone);
 
+  // Streaming, before any byte is sent: waits for the engine's first generated token (or the
+  // end), so a request the engine turns away before producing anything (the memory guard, a
+  // busy conversion lane, a failed conversion) gets a plain HTTP error instead of a stream.
+  // Throws that ApiError; returns false when the client left meanwhile (cancelled).
+  bool await_first_token(const std::function<bool()>& client_gone);
+  // Whether streaming should wait for await_first_token (the engine may turn requests away
+  // mid-prefill: memory guard or TurboQuant conversions).
+  bool engine_may_reject() const;
+
   // Streaming: waits briefly for events and appends the SSE events they produce to `out`.
   // Returns false once the stream is complete (ending with "data: [DONE]").
   bool stream_next(std::string& out, const std::function<bool()>& client_gone);
@@ -55,6 +64,8 @@ class CompletionSession {
   void emit_echo(std::string* chunk);
   void emit_text(std::string* chunk, const std::string& text);
   void emit_final(std::string* chunk);
+  // The engine's error as an HTTP error: 503 (retryable guard outcomes), 500 otherwise.
+  ApiError engine_error() const;
 
   EngineLoop& engine_;
   const Tokenizer& tok_;
@@ -66,6 +77,7 @@ class CompletionSession {
 
   std::shared_ptr<RequestChannel> channel_;
   std::vector<EngineEvent> events_;
+  std::vector<EngineEvent> pending_;        // events await_first_token read, not yet consumed
   StreamDetokenizer detok_;
   StopMatcher stop_;
   std::string text_;                        // completion text released so far (no stop string)
@@ -74,6 +86,7 @@ class CompletionSession {
   size_t lp_streamed_ = 0;                  // entries already sent in chunks
   size_t text_offset_ = 0;                  // completions text_offset of the next chunk
   int64_t n_completion_ = 0;
+  int64_t n_cached_ = 0;                    // prompt tokens the prefix cache restored
   bool started_ = false;       // submitted and not yet finished
   bool done_ = false;          // outcome known
   bool role_sent_ = false;     // chat streaming: the first (role) chunk is out
@@ -82,6 +95,8 @@ class CompletionSession {
   bool client_cancelled_ = false;
   std::string finish_reason_;
   std::string error_;
+  std::string error_code_;  // the engine's: memory_pressure, conversion_busy, conversion_failed
+  bool retryable_ = false;
 };
 
 }  // namespace tq

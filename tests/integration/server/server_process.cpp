@@ -53,10 +53,11 @@ fs::path js_dir() { return repo_path("tests/integration/server/js"); }
 
 }  // namespace
 
-ServerProcess::ServerProcess(const std::vector<std::string>& args) {
+ServerProcess::ServerProcess(const std::vector<std::string>& args, const std::string& model_dir) {
   log_path_ = temp_path("tqserve-test");
   std::vector<std::string> argv = {tqserve_binary().string(), "serve", "--model",
-                                   repo_path("models/micro-qwen3").string(), "--port", "0"};
+                                   model_dir.empty() ? repo_path("models/micro-qwen3").string() : model_dir,
+                                   "--port", "0"};
   argv.insert(argv.end(), args.begin(), args.end());
   pid_ = fork();
   if (pid_ == 0) {

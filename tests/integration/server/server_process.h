@@ -12,9 +12,10 @@ namespace tq::test {
 
 class ServerProcess {
  public:
-  // Starts the server on models/micro-qwen3 with --port 0 plus `args`, and waits until it
-  // prints its listening address. started() is false (and log() says why) if it did not.
-  explicit ServerProcess(const std::vector<std::string>& args);
+  // Starts the server on models/micro-qwen3 (or `model_dir`) with --port 0 plus `args`, and
+  // waits until it prints its listening address. started() is false (and log() says why) if
+  // it did not.
+  explicit ServerProcess(const std::vector<std::string>& args, const std::string& model_dir = "");
   ~ServerProcess();  // SIGKILL if still running
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;

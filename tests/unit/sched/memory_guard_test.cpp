@@ -2,6 +2,9 @@
 // escalation order (evict, convert once, reject), the conversion lane and the switches.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "sched/conversion_lane.h"
 #include "sched/memory_guard.h"
 
@@ -214,6 +217,26 @@ TEST(ConversionLane, OneAtATimeAndReservationVisible) {
   }
   EXPECT_FALSE(lane.busy());
   EXPECT_EQ(lane.conversions_total(), 2u);
+}
+
+TEST(ConversionLane, AcquireForWaitsForTheRunningConversion) {
+  ConversionLane lane;
+  LaneTicket a = lane.try_acquire("model-a", 7);
+  ASSERT_TRUE(a.held());
+  // Held for the whole wait: a timeout, counted as a conflict.
+  EXPECT_FALSE(lane.acquire_for("model-b", 5, std::chrono::milliseconds(20)).held());
+  EXPECT_EQ(lane.conflicts_total(), 1u);
+  // Released meanwhile by another thread: the waiter gets the lane.
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    a.release();
+  });
+  LaneTicket b = lane.acquire_for("model-b", 5, std::chrono::seconds(10));
+  t.join();
+  EXPECT_TRUE(b.held());
+  EXPECT_EQ(lane.holder(), "model-b");
+  EXPECT_EQ(lane.reserved_bytes(), 5u);
+  EXPECT_EQ(lane.conflicts_total(), 1u);
 }
 
 }  // namespace
