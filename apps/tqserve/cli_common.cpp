@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
 #include "core/progress.h"
 #include "core/memory_probe.h"
@@ -13,10 +14,17 @@
 
 namespace tq::app {
 
-LoadedModel load_model(const std::filesystem::path& dir) {
+LoadedModel load_model(const std::filesystem::path& dir, const std::string& device) {
   LoadedModel m;
   auto t0 = std::chrono::steady_clock::now();
-  m.backend = make_cpu_backend();
+  if (device == "cuda") {
+    if (!cuda_available()) fail("--device cuda: {}", cuda_device_summary());
+    m.backend = make_cuda_backend();
+  } else if (device == "cpu") {
+    m.backend = make_cpu_backend();
+  } else {
+    fail("--device must be cpu or cuda, not '{}'", device);
+  }
   std::unique_ptr<Progress> progress;  // created once the tensor count is known
   m.model = Model::load(dir, *m.backend, [&](int64_t done, int64_t total) {
     if (!progress) progress = std::make_unique<Progress>("loading " + dir.filename().string(), total);
@@ -25,6 +33,16 @@ LoadedModel load_model(const std::filesystem::path& dir) {
   m.load_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return m;
+}
+
+void add_device_option(CLI::App* cmd, std::string& device) {
+  cmd->add_option("--device", device, "Where the model runs: cpu (default) or cuda (GPU 0; dense KV)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+}
+
+void check_device_kv(const std::string& device, const std::string& kv) {
+  if (device == "cuda" && kv != "dense")
+    fail("--device cuda runs dense KV only: the TurboQuant cache is not on the GPU yet (use --kv dense)");
 }
 
 std::vector<int32_t> parse_ids(const std::string& text) {

@@ -21,8 +21,13 @@ struct LoadedModel {
   double load_seconds = 0;
 };
 
-// Loads a model directory on the CPU backend, with a progress line on a terminal.
-LoadedModel load_model(const std::filesystem::path& dir);
+// Loads a model directory on the CPU backend (device "cpu") or the CUDA backend ("cuda", GPU 0),
+// with a progress line on a terminal.
+LoadedModel load_model(const std::filesystem::path& dir, const std::string& device = "cpu");
+// --device cpu|cuda (generate, score). With cuda only dense KV runs on the GPU so far: a
+// TurboQuant policy there is refused by check_device_kv with a clear message.
+void add_device_option(CLI::App* cmd, std::string& device);
+void check_device_kv(const std::string& device, const std::string& kv);
 
 // Parses "1,2,3" or "1 2 3" (commas and/or whitespace); throws Error on anything else.
 std::vector<int32_t> parse_ids(const std::string& text);

@@ -28,10 +28,12 @@ struct GenerateArgs {
   int64_t prefill_chunk = 512;
   KvArgs kv;
   GuardArgs guard;
+  std::string device = "cpu";
 };
 
 void run(const GenerateArgs& a) {
-  LoadedModel lm = load_model(a.model);
+  check_device_kv(a.device, a.guard.turboquant == "on" ? "turboquant" : a.kv.kv);
+  LoadedModel lm = load_model(a.model, a.device);
   Tokenizer tok = Tokenizer::from_file(std::filesystem::path(a.model) / "tokenizer.json");
   std::vector<int32_t> prompt = a.prompt_ids.empty() ? tok.encode(a.prompt) : parse_ids(a.prompt_ids);
   if (prompt.empty()) fail("the prompt is empty (it encodes to no tokens)");
@@ -118,6 +120,7 @@ void add_generate_command(CLI::App& app) {
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   c->add_flag("--json", a->json, "Print one JSON object (prompt_tokens, ids, text, speeds)");
   add_kv_options(c, a->kv);
+  add_device_option(c, a->device);
   add_guard_options(c, a->guard);
   c->callback([a, p, pi, c] {
     if (p->count() == 0 && pi->count() == 0) fail("generate: give --prompt or --prompt-ids");

@@ -20,6 +20,7 @@ struct ScoreArgs {
   bool json = false;
   int64_t prefill_chunk = 512;
   KvArgs kv;
+  std::string device = "cpu";
   GuardArgs guard;
 };
 
@@ -34,7 +35,8 @@ void run(const ScoreArgs& a) {
     ids = with_context(a.ids_file, [&] { return parse_ids(read_file(a.ids_file)); });
   }
   if (ids.size() < 2) fail("score needs at least 2 tokens, got {}", ids.size());
-  LoadedModel lm = load_model(a.model);
+  check_device_kv(a.device, a.guard.turboquant == "on" ? "turboquant" : a.kv.kv);
+  LoadedModel lm = load_model(a.model, a.device);
   if (int64_t(ids.size()) > lm.model->config().max_position_embeddings)
     fail("{} tokens exceed the model's context of {}", ids.size(),
          lm.model->config().max_position_embeddings);
@@ -98,6 +100,7 @@ void add_score_command(CLI::App& app) {
               "Print n_tokens, mean_nll, ppl, nll[n-1], argmax[n], kv_bytes (peak), conversion "
               "point as JSON");
   add_kv_options(c, a->kv);
+  add_device_option(c, a->device);
   add_guard_options(c, a->guard);
   c->callback([a, f, i, fi, c] {
     if (f->count() + i->count() + fi->count() == 0)

@@ -15,5 +15,6 @@ void add_inspect_command(CLI::App& app);
 void add_template_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_validate_command(CLI::App& app);  // and the hidden validate-cell
+void add_make_model_command(CLI::App& app);
 
 }  // namespace tq::app

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   tq::app::add_template_command(app);
   tq::app::add_serve_command(app);
   tq::app::add_validate_command(app);
+  tq::app::add_make_model_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
