@@ -381,6 +381,7 @@ bool EngineLoop::guard_step() {
         ++guard_delta_.conversions;
         guard_delta_.conversion_slices += g.stats().slices;
         guard_delta_.conversion_seconds += g.stats().seconds;
+        guard_delta_.last_conversion_at_token = g.stats().at_token;
       }
       guard_delta_.used_bytes = v.used;
       guard_delta_.peak_used_bytes = std::max(guard_delta_.peak_used_bytes, g.report().peak_used);
@@ -514,6 +515,7 @@ void EngineLoop::merge_guard_stats_locked() {
   g.organic_conversions += d.organic_conversions;
   g.conversion_slices += d.conversion_slices;
   g.conversion_seconds += d.conversion_seconds;
+  if (d.last_conversion_at_token) g.last_conversion_at_token = d.last_conversion_at_token;
   g.conversions += d.conversions;
   g.lane_conflicts += d.lane_conflicts;
   for (int k = 0; k < kGuardRejections; ++k) g.rejections[size_t(k)] += d.rejections[size_t(k)];

@@ -78,6 +78,7 @@ struct GuardStats {
   uint64_t evicted_bytes = 0;
   int64_t organic_conversions = 0, conversion_slices = 0;
   double conversion_seconds = 0;
+  int64_t last_conversion_at_token = 0;  // cache length when the last organic one ran
   int64_t conversions = 0;           // every conversion (organic and after-prefill)
   int64_t lane_conflicts = 0;        // this engine's requests that found the lane busy
   std::array<int64_t, kGuardRejections> rejections{};  // by GuardRejection
