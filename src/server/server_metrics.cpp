@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "core/memory_probe.h"
 #include "kv/layer_cache.h"
 
 namespace tq {
@@ -36,6 +37,77 @@ namespace {
 
 void header(std::string& out, const char* name, const char* type, const char* help) {
   out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+// The memory guard and the conversion lane (issue 9): one series per model unless noted.
+void render_guard_metrics(std::string& out,
+                          const std::vector<std::pair<std::string, EngineStats>>& engines) {
+  struct Series {
+    const char* name;
+    const char* type;
+    const char* help;
+    std::function<std::string(const GuardStats&)> value;
+  };
+  auto u = [](auto v) { return fmt::format("{}", v); };
+  const std::vector<Series> series = {
+      {"tq_guard_enabled", "gauge", "1 when the memory guard sizes prefill chunks.",
+       [](const GuardStats& g) { return std::string(g.enabled ? "1" : "0"); }},
+      {"tq_guard_limit_bytes", "gauge", "The guard's resolved memory limit (0: none).",
+       [u](const GuardStats& g) { return u(g.limit_bytes); }},
+      {"tq_guard_hard_bytes", "gauge", "The hard threshold no prefill chunk may cross.",
+       [u](const GuardStats& g) { return u(g.hard_bytes); }},
+      {"tq_guard_soft_bytes", "gauge", "The soft threshold above which chunks shrink.",
+       [u](const GuardStats& g) { return u(g.soft_bytes); }},
+      {"tq_guard_used_bytes", "gauge", "Memory in use at the guard's last sample (max of accounting and RSS).",
+       [u](const GuardStats& g) { return u(g.used_bytes); }},
+      {"tq_guard_peak_used_bytes", "gauge", "The most memory any guard sample saw.",
+       [u](const GuardStats& g) { return u(g.peak_used_bytes); }},
+      {"tq_guard_samples_total", "counter", "Memory samples the prefill guards took.",
+       [u](const GuardStats& g) { return u(g.samples); }},
+      {"tq_guard_pressure_samples_total", "counter", "Samples that found memory pressure.",
+       [u](const GuardStats& g) { return u(g.pressured_samples); }},
+      {"tq_guard_waits_total", "counter", "Prefill chunks a sequence sat out under pressure.",
+       [u](const GuardStats& g) { return u(g.waits); }},
+      {"tq_guard_evictions_total", "counter", "Idle evictions the guard asked for.",
+       [u](const GuardStats& g) { return u(g.evictions); }},
+      {"tq_guard_evicted_bytes_total", "counter", "Bytes those evictions freed.",
+       [u](const GuardStats& g) { return u(g.evicted_bytes); }},
+      {"tq_guard_organic_conversions_total", "counter", "Mid-prefill KV conversions under memory pressure.",
+       [u](const GuardStats& g) { return u(g.organic_conversions); }},
+      {"tq_guard_conversion_slices_total", "counter", "Slices those conversions ran.",
+       [u](const GuardStats& g) { return u(g.conversion_slices); }},
+      {"tq_guard_conversion_seconds_total", "counter", "Time those conversions took.",
+       [](const GuardStats& g) { return fmt::format("{:.6f}", g.conversion_seconds); }},
+      {"tq_kv_conversions_total", "counter", "Every KV conversion (organic and after the prompt).",
+       [u](const GuardStats& g) { return u(g.conversions); }},
+      {"tq_guard_lane_conflicts_total", "counter", "Requests that found the conversion lane busy.",
+       [u](const GuardStats& g) { return u(g.lane_conflicts); }},
+      {"tq_guard_workspace_bytes", "gauge", "Step workspace the guard accounts.",
+       [u](const GuardStats& g) { return u(g.workspace_bytes); }},
+  };
+  for (const Series& s : series) {
+    header(out, s.name, s.type, s.help);
+    for (const auto& [model, st] : engines)
+      out += fmt::format("{}{{model=\"{}\"}} {}\n", s.name, model, s.value(st.guard));
+  }
+  header(out, "tq_guard_rejections_total", "counter", "Requests the memory guard turned away, by reason.");
+  for (const auto& [model, st] : engines)
+    for (int r = 0; r < kGuardRejections; ++r)
+      out += fmt::format("tq_guard_rejections_total{{model=\"{}\",reason=\"{}\"}} {}\n", model,
+                         guard_rejection_name(GuardRejection(r)), st.guard.rejections[size_t(r)]);
+  header(out, "tq_memory_bytes", "gauge", "Memory the engine accounts, by kind.");
+  for (const auto& [model, st] : engines) {
+    size_t kv = 0;
+    for (size_t b : st.kv_bytes) kv += b;
+    out += fmt::format("tq_memory_bytes{{model=\"{}\",kind=\"weights\"}} {}\n", model, st.weight_bytes);
+    out += fmt::format("tq_memory_bytes{{model=\"{}\",kind=\"kv_cache\"}} {}\n", model, kv);
+    out += fmt::format("tq_memory_bytes{{model=\"{}\",kind=\"workspace\"}} {}\n", model,
+                       st.guard.workspace_bytes);
+  }
+  uint64_t reserved = engines.empty() ? 0 : engines.front().second.guard.conversion_reserved_bytes;
+  header(out, "tq_conversion_lane_reserved_bytes", "gauge",
+         "Peak reservation of the KV conversion running now (process-wide; 0: the lane is free).");
+  out += fmt::format("tq_conversion_lane_reserved_bytes {}\n", reserved);
 }
 
 }  // namespace
@@ -93,8 +165,14 @@ std::string ServerMetrics::render(const std::vector<std::pair<std::string, Engin
     for (size_t k = 0; k < st.kv_bytes.size(); ++k)
       out += fmt::format("tq_kv_cache_bytes{{model=\"{}\",kind=\"{}\"}} {}\n", model,
                          cache_kind_name(CacheKind(k)), st.kv_bytes[k]);
+  render_guard_metrics(out, engines);
   header(out, "tq_process_resident_memory_bytes", "gauge", "Resident set size of the server process.");
   out += fmt::format("tq_process_resident_memory_bytes {}\n", process_rss_bytes());
+  if (auto pm = read_process_memory()) {
+    header(out, "tq_process_peak_resident_memory_bytes", "gauge",
+           "Peak resident set size (VmHWM) since the model loaded.");
+    out += fmt::format("tq_process_peak_resident_memory_bytes {}\n", pm->peak_bytes);
+  }
   return out;
 }
 
