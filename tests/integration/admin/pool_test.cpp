@@ -2,9 +2,12 @@
 // (alternating requests both succeed, evictions visible in /metrics), pinning, load failures
 // naming their cause and retried once it is gone, and the admin API's settings and auth.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "common/fixtures.h"
 #include "pool_process.h"
@@ -60,6 +63,48 @@ TEST(ModelPool, PinnedModelIsNotEvictedAndTheOtherGetsARetryable503) {
   // micro still answers; unpinned, it makes room for tiny.
   EXPECT_EQ(complete(srv, "micro").status, 200);
   ASSERT_EQ(http(srv, "POST", "/admin/api/models/micro/unpin").status, 200);
+  EXPECT_EQ(complete(srv, "tiny").status, 200);
+  EXPECT_EQ(metric(srv, "tq_pool_evictions_total{reason=\"lru\"}"), 1);
+}
+
+TEST(ModelPool, AModelWithARequestInFlightIsNotEvicted) {
+  START_POOL(dir, srv, kFitsOne);
+  // A long streaming request on micro, read until the test says stop (then the client leaves).
+  std::atomic<bool> stop{false}, streaming{false};
+  std::thread client([&] {
+    httplib::Client cli("127.0.0.1", srv.port());
+    cli.set_read_timeout(120, 0);
+    nlohmann::json req = {{"model", "micro"}, {"prompt", "def f():"}, {"max_tokens", 3000},
+                          {"ignore_eos", true}, {"stream", true}};
+    httplib::Request r;
+    r.method = "POST";
+    r.path = "/v1/completions";
+    r.body = req.dump();
+    r.set_header("Content-Type", "application/json");
+    r.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+      streaming = true;
+      return !stop.load();
+    };
+    cli.send(r);
+  });
+  auto until = [](auto cond) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!cond() && std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return cond();
+  };
+  ASSERT_TRUE(until([&] { return streaming.load(); }));
+  EXPECT_EQ(http(srv, "GET", "/admin/api/models/micro").json()["in_flight"], 1);
+  HttpReply r = complete(srv, "tiny");
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(r.retry_after, "1");
+  EXPECT_NE(r.json()["error"]["message"].get<std::string>().find("'micro' (1 requests in flight)"),
+            std::string::npos) << r.body;
+  EXPECT_EQ(http(srv, "POST", "/admin/api/models/micro/unload").status, 409);
+  stop = true;
+  client.join();
+  // Once the client is gone its request ends and micro is idle: now it makes room for tiny.
+  ASSERT_TRUE(until([&] { return http(srv, "GET", "/admin/api/models/micro").json()["in_flight"] == 0; }));
   EXPECT_EQ(complete(srv, "tiny").status, 200);
   EXPECT_EQ(metric(srv, "tq_pool_evictions_total{reason=\"lru\"}"), 1);
 }
