@@ -135,8 +135,19 @@ std::unique_ptr<PoolModel> build_model(const ServeArgs& a, ModelPool* pool, cons
     fail("serve: --kv-convert-at is for generate/score; a server converts after each prompt");
   ec.guard = make_guard_options(guard, kv, a.prefill_chunk);
   ec.guard.owner = "serve:" + name;
-  // Memory pressure in this engine may unload other idle models of the pool.
-  if (pool) ec.evict_idle = [pool, name](uint64_t wanted) { return pool->evict_idle(wanted, name); };
+  // Memory pressure in this engine evicts its idle cached prefixes first, then may unload other
+  // idle models of the pool. Each model keeps its blocks in its own subdirectory.
+  PrefixArgs prefix_args = a.prefix;
+  if (!prefix_args.dir.empty()) prefix_args.dir = (std::filesystem::path(prefix_args.dir) / name).string();
+  ec.prefix_cache = make_prefix_cache(prefix_args, dir, *lm.model, ec.kv, a.prefill_chunk);
+  std::function<uint64_t(uint64_t)> pool_evict;
+  if (pool) pool_evict = [pool, name](uint64_t wanted) { return pool->evict_idle(wanted, name); };
+  if (ec.prefix_cache || pool_evict)
+    ec.evict_idle = [prefix = ec.prefix_cache, pool_evict](uint64_t wanted) {
+      uint64_t freed = prefix ? prefix->evict_idle(wanted) : 0;
+      if (freed < wanted && pool_evict) freed += pool_evict(wanted - freed);
+      return freed;
+    };
   // The chat template's end-of-turn token ends generation too (e.g. <|im_end|>).
   if (sm->chat_template && sm->chat_template->eos_token())
     if (auto id = sm->tokenizer->token_to_id(*sm->chat_template->eos_token()))
@@ -293,6 +304,7 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   add_kv_options(c, a->kv);
   add_guard_options(c, a->guard);
+  add_prefix_options(c, a->prefix);
   c->callback([a, c] {
     apply_config_file(c, a->kv, a->guard);
     if (a->model.empty() == a->model_dir.empty()) fail("serve: give --model DIR or --model-dir DIR");

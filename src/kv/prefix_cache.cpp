@@ -3,6 +3,10 @@
 
 #include <algorithm>
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include "core/check.h"
 #include "io/sha256.h"
 
@@ -55,6 +59,13 @@ PrefixCache::PrefixCache(const PrefixCacheConfig& cfg, const BlockHash& fingerpr
 
 PrefixCache::~PrefixCache() { writer_.reset(); }  // finishes queued writes before the tier goes
 
+void PrefixCache::touch_locked(Entry& e, const BlockHash& h) {
+  if (e.pins > 0) return;
+  idle_.erase(e.lru);
+  idle_.push_front(h);
+  e.lru = idle_.begin();
+}
+
 void PrefixCache::pin_locked(Entry& e, const BlockHash& h) {
   if (e.pins++ == 0) {
     idle_.erase(e.lru);
@@ -90,17 +101,22 @@ void PrefixCache::evict_to_fit_locked(uint64_t incoming) {
   }
 }
 
-bool PrefixCache::insert_pinned_locked(const BlockPtr& b) {
+bool PrefixCache::insert_locked(const BlockPtr& b, bool pinned) {
   const uint64_t need = b->bytes();
   if (need > cfg_.ram_bytes) return false;
   evict_to_fit_locked(need);
   if (ram_bytes_ + need > cfg_.ram_bytes) return false;  // everything left is pinned
   Entry e;
   e.block = b;
-  e.pins = 1;
-  ram_.emplace(b->hash, std::move(e));
+  e.pins = pinned ? 1 : 0;
+  auto it = ram_.emplace(b->hash, std::move(e)).first;
   ram_bytes_ += need;
-  pinned_bytes_ += need;
+  if (pinned) {
+    pinned_bytes_ += need;
+  } else {
+    idle_.push_front(b->hash);
+    it->second.lru = idle_.begin();
+  }
   return true;
 }
 
@@ -134,7 +150,7 @@ PrefixLease PrefixCache::acquire(std::span<const int32_t> prompt, int64_t max_to
         if (it != ram_.end()) {  // someone else loaded it meanwhile
           pin_locked(it->second, h);
           found = it->second.block;
-        } else if (insert_pinned_locked(b)) {
+        } else if (insert_locked(b, /*pinned=*/true)) {
           found = b;
         } else {
           found = b;  // no room in RAM: the lease holds it alone, unpinned
@@ -173,8 +189,7 @@ void PrefixCache::add(PrefixLease& lease, std::span<const int32_t> tokens,
     std::lock_guard<std::mutex> lk(mu_);
     auto it = ram_.find(h);
     if (it != ram_.end()) {
-      pin_locked(it->second, h);
-      lease.pins_.push_back(h);
+      touch_locked(it->second, h);
     } else {
       auto b = std::make_shared<CachedBlock>();
       b->hash = h;
@@ -183,7 +198,7 @@ void PrefixCache::add(PrefixLease& lease, std::span<const int32_t> tokens,
       b->tokens.assign(tokens.begin(), tokens.end());
       b->payload = std::move(payload);
       block = b;
-      if (insert_pinned_locked(block)) lease.pins_.push_back(h);
+      insert_locked(block, /*pinned=*/false);
       ++st_.inserted_blocks;
       fresh = true;
     }
@@ -206,6 +221,11 @@ uint64_t PrefixCache::evict_idle(uint64_t wanted_bytes) {
     idle_.pop_back();
   }
   st_.idle_evicted_bytes += freed;
+#ifdef __GLIBC__
+  // Freed payloads are large heap chunks; give the pages back so RSS (what the guard watches)
+  // drops now rather than at the allocator's leisure.
+  if (freed > 0) malloc_trim(0);
+#endif
   return freed;
 }
 

@@ -44,8 +44,8 @@ struct PrefixStats {
 
 class PrefixCache;
 
-// The blocks a sequence restored (pinned until the lease ends) and its chain's tip, which the
-// sequence extends with the blocks it prefills. Move-only; its destructor unpins.
+// The blocks a sequence restored (pinned, i.e. in use, until the lease ends) and its chain's
+// tip, which the sequence extends with the blocks it prefills. Move-only; its destructor unpins.
 class PrefixLease {
  public:
   PrefixLease() = default;
@@ -84,7 +84,8 @@ class PrefixCache : public std::enable_shared_from_this<PrefixCache> {
   // lease that also continues its chain. Counts a hit or a miss.
   PrefixLease acquire(std::span<const int32_t> prompt, int64_t max_tokens);
   // Adds the block that follows lease's tip: `tokens` (block_tokens of them) and its payload.
-  // The block is pinned to the lease, kept in RAM if it fits, and queued for the SSD tier.
+  // The block is kept in RAM if it fits, idle (the sequence already holds its state, so the
+  // memory guard may drop it), and queued for the SSD tier.
   void add(PrefixLease& lease, std::span<const int32_t> tokens, std::vector<uint8_t> payload);
   // Drops idle (unpinned) RAM blocks, least recently used first, until wanted_bytes are freed
   // or none is left; returns the bytes freed. Blocks stay on the SSD tier.
@@ -104,9 +105,11 @@ class PrefixCache : public std::enable_shared_from_this<PrefixCache> {
   };
   PrefixCache(const PrefixCacheConfig& cfg, const BlockHash& fingerprint);
   void unpin(const std::vector<BlockHash>& hashes);
-  // Inserts a block pinned once; false when the RAM bound cannot make room.
-  bool insert_pinned_locked(const BlockPtr& b);
+  // Inserts a block (pinned once, or idle as the most recently used); false when the RAM bound
+  // cannot make room.
+  bool insert_locked(const BlockPtr& b, bool pinned);
   void pin_locked(Entry& e, const BlockHash& h);
+  void touch_locked(Entry& e, const BlockHash& h);  // most recently used, when idle
   void evict_to_fit_locked(uint64_t incoming);
 
   PrefixCacheConfig cfg_;

@@ -40,11 +40,12 @@ ordered_json bytes_of(const std::string& s) {
 
 }  // namespace
 
-ordered_json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
+ordered_json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
   ordered_json u;
   u["prompt_tokens"] = prompt_tokens;
   u["completion_tokens"] = completion_tokens;
   u["total_tokens"] = prompt_tokens + completion_tokens;
+  u["prompt_tokens_details"] = {{"cached_tokens", cached_tokens}};
   return u;
 }
 
@@ -158,14 +159,14 @@ ordered_json chat_chunk(const ResponseMeta& m, ordered_json delta, ordered_json 
 }
 
 ordered_json usage_chunk(const ResponseMeta& m, bool chat, int64_t prompt_tokens,
-                         int64_t completion_tokens) {
+                         int64_t completion_tokens, int64_t cached_tokens) {
   ordered_json j;
   j["id"] = m.id;
   j["object"] = chat ? "chat.completion.chunk" : "text_completion";
   j["created"] = m.created;
   j["model"] = m.model;
   j["choices"] = ordered_json::array();
-  j["usage"] = usage_json(prompt_tokens, completion_tokens);
+  j["usage"] = usage_json(prompt_tokens, completion_tokens, cached_tokens);
   return j;
 }
 

@@ -32,7 +32,9 @@ struct ResponseMeta {
 // The text of a single token as the client sees it in logprobs ("token_id:N" with as_id).
 std::string token_text(const Tokenizer& tok, int32_t id, bool as_id = false);
 
-nlohmann::ordered_json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+// cached_tokens: prompt tokens restored from the prefix cache (prompt_tokens_details).
+nlohmann::ordered_json usage_json(int64_t prompt_tokens, int64_t completion_tokens,
+                                  int64_t cached_tokens = 0);
 // Completions logprobs; offsets count from text_offset0 in the returned text.
 nlohmann::ordered_json completion_logprobs_json(const Tokenizer& tok,
                                                 std::span<const LogprobEntry> entries,
@@ -53,7 +55,7 @@ nlohmann::ordered_json chat_chunk(const ResponseMeta& m, nlohmann::ordered_json 
                                   nlohmann::ordered_json logprobs, const std::string& finish_reason);
 // The final include_usage chunk (no choices).
 nlohmann::ordered_json usage_chunk(const ResponseMeta& m, bool chat, int64_t prompt_tokens,
-                                   int64_t completion_tokens);
+                                   int64_t completion_tokens, int64_t cached_tokens = 0);
 
 // "data: <json>\n\n"
 std::string sse_event(const nlohmann::ordered_json& j);

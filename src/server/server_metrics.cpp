@@ -12,6 +12,7 @@
 
 #include "core/memory_probe.h"
 #include "kv/layer_cache.h"
+#include "server/prefix_metrics.h"
 
 namespace tq {
 
@@ -166,6 +167,7 @@ std::string ServerMetrics::render(const std::vector<std::pair<std::string, Engin
       out += fmt::format("tq_kv_cache_bytes{{model=\"{}\",kind=\"{}\"}} {}\n", model,
                          cache_kind_name(CacheKind(k)), st.kv_bytes[k]);
   render_guard_metrics(out, engines);
+  render_prefix_metrics(out, engines);
   header(out, "tq_process_resident_memory_bytes", "gauge", "Resident set size of the server process.");
   out += fmt::format("tq_process_resident_memory_bytes {}\n", process_rss_bytes());
   if (auto pm = read_process_memory()) {

@@ -1,0 +1,215 @@
+// The prefix cache under the memory guard (issue 9's acceptance (c) and (f)), inside the real
+// EngineLoop on micro-qwen3 with a real PrefixCache: under pressure the idle cached prefixes are
+// evicted first, before the organic conversion; a request that started from a restored prefix,
+// was rejected by the guard and is retried does not replay its prefix twice (cached + prefilled
+// == prompt tokens) and answers like a cold run. The probe override fakes RSS so that pressure
+// starts exactly when the test says.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+
+#include "backend/cpu/cpu_backend.h"
+#include "common/fixtures.h"
+#include "engine/engine_loop.h"
+#include "io/safetensors.h"
+#include "sched/conversion_lane.h"
+
+namespace tq::test {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr int64_t kBlock = 128;  // = the prefill budget: chunks and blocks line up
+constexpr int64_t kCtx = 4096;
+
+std::vector<int32_t> ints(const SafetensorsFile& f, const std::string& name) {
+  TensorView v = f.find(name);
+  EXPECT_NE(v.info, nullptr) << name;
+  if (!v.info) return {};
+  std::vector<int32_t> out(size_t(v.info->numel()));
+  std::memcpy(out.data(), v.data, out.size() * sizeof(int32_t));
+  return out;
+}
+
+struct Outcome {
+  std::vector<int32_t> ids;
+  FinishReason reason = FinishReason::Cancelled;
+  std::string code, error;
+  bool retryable = false;
+  int64_t cached = -1;
+};
+
+Outcome run(EngineLoop& e, const std::vector<int32_t>& prompt, int64_t max_tokens) {
+  EngineRequest r;
+  r.prompt = prompt;
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  Submitted s = e.submit(r);
+  Outcome o;
+  EXPECT_EQ(s.status, SubmitStatus::Accepted) << s.error;
+  if (s.status != SubmitStatus::Accepted) return o;
+  std::vector<EngineEvent> evs;
+  for (;;) {
+    if (!s.channel->wait(evs, 60000ms)) {
+      ADD_FAILURE() << "no event within 60 s";
+      return o;
+    }
+    for (const EngineEvent& ev : evs) {
+      if (ev.kind == EngineEvent::Kind::Finished) {
+        o.reason = ev.reason;
+        o.code = ev.error_code;
+        o.error = ev.error;
+        o.retryable = ev.retryable;
+        o.cached = ev.cached_tokens;
+        e.wait_idle(5000ms);
+        return o;
+      }
+      if (!ev.prompt) o.ids.push_back(ev.token);
+    }
+  }
+}
+
+class PrefixGuard : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SafetensorsFile ref(repo_path("models/micro-qwen3/reference/reference.safetensors"));
+    std::vector<int32_t> doc = ints(ref, "needle_2048_0.ids");
+    std::vector<int32_t> spans = ints(ref, "needle_2048_0.spans");
+    ASSERT_GE(spans.size(), 2u);
+    prompt_.assign(doc.begin(), doc.begin() + spans[0]);  // stops before "KEY == " 's answer
+    answer_.assign(doc.begin() + spans[0], doc.begin() + spans[1]);
+    start_.assign(doc.begin(), doc.begin() + 1000);  // an earlier turn: the document's start
+  }
+
+  // Pressure is fake RSS above the limit once `pressure_after_` more probe calls have passed
+  // (-1: never), so a request can pass its preflight and meet pressure in its prefill.
+  std::unique_ptr<EngineLoop> engine(bool turboquant, bool mid_prefill,
+                                     std::shared_ptr<PrefixCache> pc,
+                                     std::function<uint64_t(uint64_t)> evict) {
+    backend_ = make_cpu_backend();
+    auto model = Model::load(repo_path("models/micro-qwen3"), *backend_);
+    const ModelConfig& c = model->config();
+    EngineConfig cfg;
+    cfg.sched.prefill_budget = kBlock;
+    cfg.ctx_size = kCtx;
+    cfg.eos_ids = c.eos_token_ids;
+    if (turboquant) {
+      cfg.kv.mode = KvPolicy::Mode::TurboQuant;
+      cfg.kv.format.head_dim = int(c.head_dim);
+      cfg.kv.slice_tokens = 512;
+    }
+    cfg.guard.enabled = true;
+    cfg.guard.mid_prefill = mid_prefill;
+    cfg.guard.owner = "prefix-guard-test";
+    // Room for any prompt here by accounting: only the fake RSS makes pressure.
+    limit_ = model->weight_bytes() + step_workspace_bytes(c, kBlock, kCtx) + (256ull << 20);
+    cfg.guard.config.limit.bytes = limit_;
+    cfg.guard.config.soft = 0.9;
+    cfg.guard.config.hard = 1.0;
+    cfg.guard.config.chunk = kBlock;
+    cfg.guard.config.min_chunk = 32;
+    cfg.guard.config.sustained_samples = 2;
+    cfg.guard.config.slice_tokens = 512;
+    cfg.guard.probe = [this] {
+      int left = pressure_after_.load();
+      if (left < 0) return std::pair<uint64_t, uint64_t>{0, 0};
+      // A conversion relieves the pressure (as compressing the cache would).
+      if (relieved_by_conversion_ && ConversionLane::global().conversions_total() > conversions_armed_)
+        return std::pair<uint64_t, uint64_t>{0, 0};
+      if (left > 0) {
+        pressure_after_.fetch_sub(1);
+        return std::pair<uint64_t, uint64_t>{0, 0};
+      }
+      // 64 KiB under the hard threshold: no prefill chunk fits (32 dense tokens take 128 KiB),
+      // while the conversion's small reservation does.
+      return std::pair<uint64_t, uint64_t>{limit_ - (64 << 10), 0};
+    };
+    cfg.evict_idle = std::move(evict);
+    cfg.prefix_cache = std::move(pc);
+    return std::make_unique<EngineLoop>(std::move(model), cfg, nullptr);
+  }
+  static std::shared_ptr<PrefixCache> cache() {
+    PrefixCacheConfig c;
+    c.block_tokens = kBlock;
+    return PrefixCache::create(c, "micro-qwen3 prefix-guard-test");
+  }
+
+  std::unique_ptr<Backend> backend_;
+  std::vector<int32_t> prompt_, answer_, start_;
+  uint64_t limit_ = 0;
+  std::atomic<int> pressure_after_{-1};
+  bool relieved_by_conversion_ = false;
+  uint64_t conversions_armed_ = 0;
+};
+
+TEST_F(PrefixGuard, IdleCachedPrefixesAreEvictedFirst) {
+  auto pc = cache();
+  int calls = 0;
+  uint64_t freed = 0, wanted_at_evict = 0, conversions_at_evict = 0;
+  auto& lane = ConversionLane::global();
+  auto e = engine(/*turboquant=*/true, /*mid_prefill=*/true, pc, [&](uint64_t wanted) {
+    ++calls;
+    conversions_at_evict = lane.conversions_total();
+    wanted_at_evict = wanted;
+    freed = pc->evict_idle(wanted);
+    return freed;
+  });
+  // An unrelated earlier conversation leaves idle blocks behind.
+  std::vector<int32_t> other(prompt_.rbegin(), prompt_.rbegin() + 700);
+  ASSERT_EQ(run(*e, other, 1).reason, FinishReason::Length);
+  const uint64_t idle = pc->stats().ram_bytes;
+  ASSERT_GT(idle, 0u);
+  const uint64_t conversions0 = lane.conversions_total();
+  relieved_by_conversion_ = true;
+  conversions_armed_ = conversions0;
+  pressure_after_ = 1;  // the preflight passes; the prefill meets pressure
+  Outcome o = run(*e, prompt_, int64_t(answer_.size()));
+  pressure_after_ = -1;
+  ASSERT_EQ(o.reason, FinishReason::Length) << o.code << ": " << o.error;
+  EXPECT_EQ(o.ids, answer_) << "the needle is still recalled";
+  EXPECT_EQ(calls, 1);
+  EXPECT_GT(freed, 0u);
+  EXPECT_GE(freed, std::min<uint64_t>(wanted_at_evict, idle)) << "idle blocks went, LRU first";
+  EXPECT_EQ(conversions_at_evict, conversions0) << "eviction comes before the conversion";
+  EngineStats st = e->stats();
+  EXPECT_EQ(st.guard.evictions, 1);
+  EXPECT_EQ(st.guard.evicted_bytes, freed);
+  EXPECT_EQ(st.prefix.idle_evicted_bytes, freed);  // tq_prefix_cache_idle_evicted_bytes_total
+  EXPECT_EQ(st.guard.organic_conversions, 1);
+}
+
+TEST_F(PrefixGuard, ARetryAfterARejectionDoesNotReplayItsRestoredPrefix) {
+  // Cold reference: no cache, no pressure.
+  Outcome cold;
+  {
+    auto e = engine(false, false, nullptr, {});
+    cold = run(*e, prompt_, int64_t(answer_.size()));
+    ASSERT_EQ(cold.reason, FinishReason::Length);
+  }
+  auto pc = cache();
+  auto e = engine(false, /*mid_prefill=*/false, pc, [&](uint64_t w) { return pc->evict_idle(w); });
+  ASSERT_EQ(run(*e, start_, 1).reason, FinishReason::Length);  // the earlier turn
+  const int64_t restored = (int64_t(start_.size()) / kBlock) * kBlock;
+  // Starts from the restored prefix, then the guard rejects it (dense, no conversion allowed).
+  pressure_after_ = 1;
+  Outcome rejected = run(*e, prompt_, int64_t(answer_.size()));
+  pressure_after_ = -1;
+  ASSERT_EQ(rejected.reason, FinishReason::Error);
+  EXPECT_EQ(rejected.code, "memory_pressure");
+  EXPECT_TRUE(rejected.retryable);
+  EXPECT_EQ(rejected.cached, restored);
+  // The retry: what is cached now (at least the earlier turn's blocks) plus what it prefills is
+  // exactly the prompt, and the answer is the cold one.
+  const int64_t prefilled0 = e->stats().prompt_tokens_total;
+  Outcome retry = run(*e, prompt_, int64_t(answer_.size()));
+  ASSERT_EQ(retry.reason, FinishReason::Length) << retry.code;
+  const int64_t prefilled = e->stats().prompt_tokens_total - prefilled0;
+  EXPECT_GE(retry.cached, restored);
+  EXPECT_EQ(retry.cached + prefilled, int64_t(prompt_.size()));
+  EXPECT_EQ(retry.ids, cold.ids);
+  EXPECT_EQ(retry.ids, answer_);
+}
+
+}  // namespace
+}  // namespace tq::test
