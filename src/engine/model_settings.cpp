@@ -56,14 +56,16 @@ template <typename Fn>
 void each_key(const json& obj, const std::string& prefix, std::initializer_list<const char*> known, Fn&& fn) {
   require_object(obj, prefix);
   for (auto it = obj.begin(); it != obj.end(); ++it) {
+    // An empty key still needs a name in the error (found by fuzzing).
+    const std::string key_name = it.key().empty() ? "\"\"" : it.key();
     bool ok = false;
     for (const char* k : known) ok = ok || it.key() == k;
     if (!ok) {
       std::string list;
       for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-      throw SettingsError(join(prefix, it.key()), fmt::format("unknown setting (known: {})", list));
+      throw SettingsError(join(prefix, key_name), fmt::format("unknown setting (known: {})", list));
     }
-    fn(it.key(), it.value(), join(prefix, it.key()));
+    fn(it.key(), it.value(), join(prefix, key_name));
   }
 }
 
