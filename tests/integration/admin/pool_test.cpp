@@ -180,6 +180,23 @@ TEST(ModelPool, SettingsAreValidatedPersistedAndAppliedToNewRequests) {
   EXPECT_EQ(s["turboquant"]["mid_prefill"], true) << "the child keeps its value while the parent is off";
 }
 
+TEST(ModelPool, TurboQuantEnabledFromTheAdminApiReloadsTheModelWithItsSelfCheck) {
+  START_POOL(dir, srv, std::vector<std::string>{});
+  ASSERT_EQ(complete(srv, "micro").status, 200);
+  auto lane = [&] { return http(srv, "GET", "/admin/api/metrics").json()["lane"]["conversions_total"].get<int64_t>(); };
+  const int64_t before = lane();
+  ASSERT_EQ(http(srv, "PUT", "/admin/api/models/micro/settings",
+                 R"({"turboquant": {"enabled": true, "key_bits": 4, "value_bits": 4}})").status, 200);
+  EXPECT_EQ(http(srv, "GET", "/admin/api/models/micro").json()["state"], "unloaded") << "idle: dropped at once";
+  HttpReply r = complete(srv, "micro", 8);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["usage"]["completion_tokens"], 8);
+  // The load's self-check and the request's after-prompt conversion both went through the lane.
+  EXPECT_GE(lane() - before, 2);
+  EXPECT_NE(srv.log().find("loaded 'micro' (context"), std::string::npos);
+  EXPECT_NE(srv.log().find("TurboQuant KV) in"), std::string::npos) << srv.log();
+}
+
 TEST(ModelPool, BrokenSettingsFileStopsStartupNamingTheField) {
   PoolDir dir;
   if (!dir.ok()) GTEST_SKIP() << "../shared/models fixtures are absent";
