@@ -148,7 +148,8 @@ Submitted EngineLoop::preflight_locked(int64_t n_tokens) {
   }
   uint64_t accounted = model_->weight_bytes();  // the request's workspace is in its input
   for (size_t b : stats_.kv_bytes) accounted += b;
-  MemorySnapshot now = make_snapshot(accounted, rss, avail, ConversionLane::global().reserved_bytes());
+  ConversionLane& lane = guard_opts_.lane ? *guard_opts_.lane : ConversionLane::global();
+  MemorySnapshot now = make_snapshot(accounted, rss, avail, lane.reserved_bytes());
   TurboQuantSwitches tq{cfg_.kv.turboquant(), guard_opts_.mid_prefill};
   PreflightResult pf = preflight(guard_opts_.config, guard_limit_, now,
                                  preflight_input(layout_, model_->config(), n_tokens,
