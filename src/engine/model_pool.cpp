@@ -69,9 +69,9 @@ uint64_t estimate_model_bytes(const std::filesystem::path& dir, int64_t context_
 }
 
 void turboquant_self_check(Model& model, const KvPolicy& policy, ConversionLane& lane,
-                           const std::string& owner) {
+                           const std::string& owner, std::chrono::milliseconds lane_wait) {
   const ModelConfig& mc = model.config();
-  LaneTicket ticket = lane.try_acquire(owner, 0);
+  LaneTicket ticket = lane.acquire_for(owner, 0, lane_wait);
   if (!ticket.held()) throw LaneBusy(lane.holder());
   KvCache cache = model.new_cache();
   std::vector<int32_t> ids(16);
@@ -308,20 +308,30 @@ Acquired ModelPool::acquire(const std::string& name) {
       }
       victims.push_back(drop_locked(e));  // idle and built with old settings: rebuild
     }
-    // Unloaded or failed: this request loads it.
-    if (settings.turboquant.enabled && lane().busy()) {
-      ++counters_.lane_busy;
-      event_locked(name, "lane_busy", "held by '" + lane().holder() + "'");
-      out.status = AcquireStatus::LaneBusy;
-      out.message = fmt::format("Cannot load '{}' now: its TurboQuant self-check needs the KV conversion "
-                                "lane, which '{}' holds. Retry shortly.", name, lane().holder());
-      return out;
-    }
+    // Unloaded or failed: this request loads it (others asking meanwhile wait for this load).
     const ModelState before = e.state;
     e.state = ModelState::Loading;
     ++e.attempts;
     lk.unlock();
     victims.clear();
+    // A TurboQuant load's self-check needs the lane: conversions are short, so wait a little for
+    // a busy lane before loading any weights; one still held then is a retryable busy.
+    if (settings.turboquant.enabled) {
+      auto end = Clock::now() + cfg_.lane_wait;
+      while (lane().busy() && Clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      if (lane().busy()) {
+        const std::string holder = lane().holder();
+        lk.lock();
+        e.state = before == ModelState::Failed ? ModelState::Unloaded : before;
+        ++counters_.lane_busy;
+        event_locked(name, "lane_busy", "held by '" + holder + "'");
+        cv_.notify_all();
+        out.status = AcquireStatus::LaneBusy;
+        out.message = fmt::format("Cannot load '{}' now: its TurboQuant self-check needs the KV conversion "
+                                  "lane, which '{}' holds. Retry shortly.", name, holder);
+        return out;
+      }
+    }
     uint64_t need = 0;
     std::string error;
     try {

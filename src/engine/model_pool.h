@@ -57,14 +57,19 @@ class LaneBusy : public std::runtime_error {
 
 // The load-time TurboQuant self-check: prefills a few tokens into a fresh cache and converts it
 // with `policy` through the lane (a model whose layout or widths cannot convert fails its load
-// here, not its first request). Throws LaneBusy when the lane is taken, Error on failure.
+// here, not its first request). Throws LaneBusy when the lane stays taken for `lane_wait`,
+// Error on failure.
 void turboquant_self_check(Model& model, const KvPolicy& policy, ConversionLane& lane,
-                           const std::string& owner);
+                           const std::string& owner,
+                           std::chrono::milliseconds lane_wait = std::chrono::milliseconds(1000));
 
 struct PoolConfig {
   uint64_t mem_limit = 0;   // bytes all loaded models may take together (0: no limit)
   int64_t idle_ttl_s = 0;   // default idle TTL (0: never); a model's settings may override it
   ConversionLane* lane = nullptr;  // nullptr: ConversionLane::global()
+  // A TurboQuant load waits this long for a busy lane (conversions are short) before it answers
+  // LaneBusy.
+  std::chrono::milliseconds lane_wait{1000};
 };
 
 // A model directory: has config.json.

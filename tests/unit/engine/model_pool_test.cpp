@@ -147,6 +147,7 @@ TEST(ModelPool, LoadNeedingTheBusyLaneIsRetryableNotAFailure) {
   CountingLoader loader;
   PoolConfig pc;
   pc.lane = &lane;
+  pc.lane_wait = std::chrono::milliseconds(100);
   ModelPool pool(pc, loader.fn(), settings);
   pool.add("A", f.micro);
   pool.add("B", f.tiny);
@@ -164,11 +165,25 @@ TEST(ModelPool, LoadNeedingTheBusyLaneIsRetryableNotAFailure) {
   EXPECT_EQ(pool.counters().lane_busy, 1);
   EXPECT_EQ(pool.acquire("B").status, AcquireStatus::LaneBusy) << "still busy: asked again, not remembered";
 
+  // A conversion that ends within the wait does not turn the load away.
+  std::thread ends_soon([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    a_conversion.release();
+  });
+  Acquired waited = pool.acquire("B");
+  ends_soon.join();
+  EXPECT_EQ(waited.status, AcquireStatus::Ok) << waited.message;
+  waited.lease.release();
+  ASSERT_EQ(pool.unload("B").status, AcquireStatus::Ok);
+
+  a_conversion = lane.try_acquire("A", 1 << 20);
+  ASSERT_TRUE(a_conversion.held());
+  EXPECT_EQ(pool.acquire("B").status, AcquireStatus::LaneBusy);
   ASSERT_EQ(pool.unload("A").status, AcquireStatus::Ok);
   a_conversion.release();  // A's conversion ended with it
   Acquired again = pool.acquire("B");
   ASSERT_EQ(again.status, AcquireStatus::Ok) << again.message;
-  EXPECT_EQ(lane.conversions_total(), 2u) << "A's conversion, then B's self-check";
+  EXPECT_EQ(lane.conversions_total(), 4u) << "A's conversions and B's two self-checks";
   EXPECT_FALSE(lane.busy());
 }
 
