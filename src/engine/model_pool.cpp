@@ -561,6 +561,7 @@ std::vector<PoolModelInfo> ModelPool::snapshot() const {
       i.loads = e.loads;
       i.evictions = e.evictions;
       i.settings_stale = e.state == ModelState::Loaded && i.settings.needs_reload_from(e.loaded_with);
+      if (e.model) i.context_size = e.model->engine->config().ctx_size;
       out.push_back(std::move(i));
       models.push_back(e.model);
     }

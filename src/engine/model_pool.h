@@ -138,6 +138,7 @@ struct PoolModelInfo {
   int64_t idle_ttl_s = 0;       // effective TTL (0: never)
   int64_t loads = 0, evictions = 0;
   bool settings_stale = false;  // loaded with settings that changed since (reloads when idle)
+  int64_t context_size = 0;     // loaded: the engine's tokens per sequence
   std::optional<EngineStats> stats;  // loaded
   ModelSettings settings;
 };

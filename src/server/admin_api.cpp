@@ -66,6 +66,7 @@ ordered_json model_json(const PoolModelInfo& m) {
   j["loads"] = m.loads;
   j["evictions"] = m.evictions;
   j["settings_stale"] = m.settings_stale;
+  j["context_size"] = m.context_size > 0 ? ordered_json(m.context_size) : ordered_json(nullptr);
   ordered_json mem;
   mem["estimate_bytes"] = m.estimate_bytes;
   mem["footprint_bytes"] = m.footprint_bytes;
@@ -266,6 +267,22 @@ void AdminApi::install(httplib::Server& svr) {
   svr.Post(R"(/admin/api/models/([^/]+)/settings)", put_settings);
 }
 
+namespace {
+// A Prometheus label value: backslash, quote and newline escaped.
+std::string label(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+}  // namespace
+
 std::string render_pool_metrics(const ModelPool& pool) {
   PoolCounters c = pool.counters();
   std::string out;
@@ -291,7 +308,7 @@ std::string render_pool_metrics(const ModelPool& pool) {
   out += fmt::format("tq_pool_reserved_bytes {}\n", pool.reserved_bytes());
   header("tq_pool_model_loaded", "gauge", "1 when the model is loaded.");
   for (const auto& m : pool.snapshot())
-    out += fmt::format("tq_pool_model_loaded{{model=\"{}\",state=\"{}\"}} {}\n", m.name,
+    out += fmt::format("tq_pool_model_loaded{{model=\"{}\",state=\"{}\"}} {}\n", label(m.name),
                        model_state_name(m.state), m.state == ModelState::Loaded ? 1 : 0);
   return out;
 }

@@ -228,12 +228,15 @@ void HttpServer::install_routes() {
 
 void HttpServer::handle_models(const httplib::Request& req, httplib::Response& res) {
   // Listing does not load anything: max_model_len is known once a model is loaded.
-  auto model_json = [this](const std::string& name) {
+  const auto snapshot = pool_.snapshot();
+  auto model_json = [this, &snapshot](const std::string& name) {
     ordered_json j;
     j["id"] = name;
     j["object"] = "model";
     j["created"] = created_;
     j["owned_by"] = "tqserve";
+    for (const auto& m : snapshot)
+      if (m.name == name && m.context_size > 0) j["max_model_len"] = m.context_size;
     return j;
   };
   try {

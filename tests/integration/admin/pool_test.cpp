@@ -46,6 +46,11 @@ TEST(ModelPool, AlternatingModelsUnderALimitThatFitsOneBothSucceed) {
   auto models = http(srv, "GET", "/v1/models").json();
   ASSERT_EQ(models["data"].size(), 2u);
   EXPECT_EQ(metric(srv, "tq_pool_loads_total"), 4);
+  // max_model_len is known for the loaded model only (tiny-qwen3/config.json: 32768 positions).
+  for (const auto& m : models["data"]) {
+    if (m["id"] == "tiny") EXPECT_EQ(m["max_model_len"], 32768) << m;
+    if (m["id"] == "micro") EXPECT_FALSE(m.contains("max_model_len")) << m;
+  }
 }
 
 TEST(ModelPool, PinnedModelIsNotEvictedAndTheOtherGetsARetryable503) {
