@@ -202,6 +202,18 @@ TEST(ModelPool, TurboQuantEnabledFromTheAdminApiReloadsTheModelWithItsSelfCheck)
   EXPECT_NE(srv.log().find("TurboQuant KV) in"), std::string::npos) << srv.log();
 }
 
+TEST(ModelPool, MemoryGuardLimitFromTheSettingsAppliesToTheNextRequest) {
+  START_POOL(dir, srv, std::vector<std::string>{});
+  ASSERT_EQ(complete(srv, "micro").status, 200);
+  // 1M is below micro-qwen3's weights alone: the guard's preflight refuses any request.
+  ASSERT_EQ(http(srv, "PUT", "/admin/api/models/micro/settings", R"({"memory_guard": {"limit": "1M"}})").status, 200);
+  HttpReply r = complete(srv, "micro");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.json()["error"]["code"], "memory_limit") << r.body;
+  ASSERT_EQ(http(srv, "PUT", "/admin/api/models/micro/settings", R"({"memory_guard": {"limit": ""}})").status, 200);
+  EXPECT_EQ(complete(srv, "micro").status, 200);
+}
+
 TEST(ModelPool, BrokenSettingsFileStopsStartupNamingTheField) {
   PoolDir dir;
   if (!dir.ok()) GTEST_SKIP() << "../shared/models fixtures are absent";
