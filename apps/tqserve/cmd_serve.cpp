@@ -234,11 +234,11 @@ void run(const ServeArgs& a) {
                  pc.mem_limit ? fmt::format("{:.0f} MiB", double(pc.mem_limit) / (1 << 20)).c_str() : "none",
                  settings.persistent() ? settings.file().c_str() : "in memory only");
   std::fprintf(stderr,
-               "tqserve: serving model '%s' (%lld concurrent, queue %lld; admin page at /admin)\n"
+               "tqserve: %s '%s' (%lld concurrent, queue %lld per model; admin page at /admin)\n"
                "tqserve: listening on http://%s:%d\n"
                "  try: curl http://%s:%d/v1/completions -H 'Content-Type: application/json'%s \\\n"
                "         -d '{\"model\": \"%s\", \"prompt\": \"def fibonacci(n):\", \"max_tokens\": 32}'\n",
-               name.c_str(), (long long)a.max_concurrency,
+               a.model.empty() ? "first model" : "serving model", name.c_str(), (long long)a.max_concurrency,
                (long long)a.max_queue, a.host.c_str(), port, a.host.c_str(), port,
                a.api_key.empty() ? "" : " -H 'Authorization: Bearer $KEY'", name.c_str());
   std::fflush(stderr);
