@@ -11,16 +11,20 @@ export LD_LIBRARY_PATH=$R/.gpu/lib:$(dirname "$CL")
 OUT=${OUT:-/tmp/out}
 M=${MODEL_DIR:-/tmp/qwen3-8b-random}
 mkdir -p "$OUT"
-T=.gpu/bin/tqserve
+# tqserve and its libraries travel as one archive (.gpu/e2e.tar.xz: tqserve + lib/, docs/gpu.md).
+mkdir -p /tmp/e2e && tar -C /tmp/e2e -xJf .gpu/e2e.tar.xz
+export LD_LIBRARY_PATH=/tmp/e2e/lib:$LD_LIBRARY_PATH
+T=/tmp/e2e/tqserve
 $T make-model --like qwen3-8b --random --out "$M" --force --tokenizer-from models/micro-qwen3 \
   > "$OUT/make_model.log" 2>&1 || { cat "$OUT/make_model.log"; exit 1; }
 cat "$OUT/make_model.log"
-ids() { python3 -c "import sys; n=int(sys.argv[1]); print(','.join(str(10 + (i * 7919) % 90) for i in range($1)))" "$1"; }
-run() {  # name, prompt length, new tokens
-  $T generate --model "$M" --device cuda --prompt-ids "$(ids "$2")" --max-tokens "$3" --ignore-eos \
+ids() { python3 -c "import sys; print(','.join(str(10 + (i * 7919) % 90) for i in range(int(sys.argv[1]))))" "$1"; }
+run() {  # name, prompt length, new tokens, time limit (s)
+  timeout "$4" $T generate --model "$M" --device cuda --prompt-ids "$(ids "$2")" --max-tokens "$3" --ignore-eos \
     --json > "$OUT/$1.json" 2> "$OUT/$1.err"
   echo "$1 rc=$? $(python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('prompt', j['prompt_tokens'], 'prefill tok/s %.0f' % j['prefill_tokens_per_s'], 'decode tok/s %.1f' % j['decode_tokens_per_s'], 'kv_bytes', j['kv_bytes'])" "$OUT/$1.json" 2>&1 | tail -1)"
 }
-run gen_4k 4096 128
-run gen_32k 32768 64
+run gen_short 128 128 150
+run gen_4k 4096 128 150
+run gen_32k 32768 64 200
 nvidia-smi --query-gpu=name,memory.used --format=csv

@@ -46,7 +46,7 @@ struct MakeArgs {
   bool random = false, force = false;
   uint64_t seed = 0;
   int threads = 0;
-  int64_t layers = 0;
+  int64_t layers = 0, vocab = 0;
   double shard_gb = 4.0;
 };
 
@@ -180,6 +180,25 @@ int64_t tokenizer_vocab(const fs::path& tok) {
   return n;
 }
 
+// The fixture's tokenizer.json, with vocab entries "<|extra_NNNNNN|>" for ids [have, vocab) when
+// the model's vocab is larger: every id the model can sample then decodes (to that text). No
+// merge produces them, so encoding is unchanged. Zero-padded so that name order is id order.
+void write_tokenizer(const fs::path& from, const fs::path& to, int64_t have, int64_t vocab) {
+  if (have >= vocab) {
+    fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+    return;
+  }
+  nlohmann::json j = read_json_file(from);  // std::map objects: 150K inserts stay fast
+  auto& v = j["model"]["vocab"];
+  if (!v.is_object()) fail("{}: model.vocab is not an object: cannot extend it to {} ids", from.string(), vocab);
+  char name[32];
+  for (int64_t id = have; id < vocab; ++id) {
+    std::snprintf(name, sizeof name, "<|extra_%06lld|>", (long long)id);
+    v[name] = id;
+  }
+  write_text(to, j.dump());
+}
+
 fs::path default_tokenizer_dir() {
   for (fs::path d : {fs::path("models/micro-qwen3"), fs::path(TQ_SOURCE_ROOT) / "models/micro-qwen3"})
     if (fs::exists(d / "tokenizer.json")) return d;
@@ -197,6 +216,7 @@ void run(const MakeArgs& a) {
   if (!found) fail("make-model: unknown --like '{}' (known: {})", a.like, names);
   Preset p = *found;
   if (a.layers > 0) p.layers = a.layers;
+  if (a.vocab > 0) p.vocab = a.vocab;
   if (!(a.shard_gb > 0.0)) fail("make-model: --shard-gb must be > 0");
 
   const fs::path tok_dir = a.tokenizer_from.empty() ? default_tokenizer_dir() : fs::path(a.tokenizer_from);
@@ -317,9 +337,10 @@ void run(const MakeArgs& a) {
   nlohmann::json gen = {{"do_sample", false}};
   for (const auto& [k, v] : ids.items()) gen[k] = v;
   write_text(out / "generation_config.json", gen.dump(2) + "\n");
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"})
+  for (const char* f : {"tokenizer_config.json", "chat_template.jinja"})
     if (fs::exists(tok_dir / f))
       fs::copy_file(tok_dir / f, out / f, fs::copy_options::overwrite_existing);
+  write_tokenizer(tok_dir / "tokenizer.json", out / "tokenizer.json", tv, p.vocab);
   std::printf("wrote %s: %s-shaped, %lld layers, %.3fB parameters, %.2f GB bf16 in %d file(s), "
               "%.1f s (%.2f GB/s, %d threads), seed %llu\n",
               a.out.c_str(), p.name, (long long)p.layers, double(params) / 1e9, double(total) / 1e9,
@@ -340,6 +361,8 @@ void add_make_model_command(CLI::App& app) {
   c->add_option("--seed", a->seed, "Seed of the deterministic weights (default 0)");
   c->add_option("--layers", a->layers, "Override the preset's layer count (e.g. a shallow full-width model)")
       ->check(CLI::Range(int64_t(1), int64_t(1024)));
+  c->add_option("--vocab", a->vocab, "Override the preset's vocabulary size (the tokenizer is extended to it)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   c->add_option("--shard-gb", a->shard_gb, "Largest safetensors shard in GB (default 4)");
   c->add_option("--tokenizer-from", a->tokenizer_from,
                 "Directory whose tokenizer files are copied (default: models/micro-qwen3)")

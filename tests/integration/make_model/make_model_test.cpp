@@ -143,6 +143,22 @@ TEST(MakeModel, ShardsWithIndexAndLayerOverride) {
   EXPECT_EQ(g.status, 0) << g.err;
 }
 
+TEST(MakeModel, TokenizerCoversALargerVocab) {
+  // Ids past the fixture tokenizer's 8192 decode (Qwen3 presets have 151936 ids).
+  TempDir d("vocab");
+  ASSERT_EQ(run("make-model --like tiny --random --vocab 9000 --out " + d.path.string() + kTok).status, 0);
+  EXPECT_EQ(ModelConfig::from_model_dir(d.path).vocab_size, 9000);
+  CmdResult t = run("detokenize --model " + d.path.string() + " --ids 8191,8192,8999");
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_THAT(t.out, HasSubstr("<|extra_008192|><|extra_008999|>"));
+  CmdResult e = run("tokenize --model " + d.path.string() + " --text 'def main():' --json");
+  CmdResult e0 = run("tokenize --model " + repo_path("models/micro-qwen3").string() + " --text 'def main():' --json");
+  ASSERT_EQ(e.status, 0) << e.err;
+  EXPECT_EQ(e.out, e0.out);  // encoding unchanged
+  CmdResult g = run("generate --model " + d.path.string() + " --prompt-ids 8500,8600 --max-tokens 4 --ignore-eos --json");
+  EXPECT_EQ(g.status, 0) << g.err;
+}
+
 TEST(MakeModel, ClearErrors) {
   TempDir d("bad");
   CmdResult u = run("make-model --like qwen9-huge --random --out " + d.path.string() + kTok);
