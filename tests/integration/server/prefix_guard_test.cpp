@@ -87,8 +87,8 @@ class PrefixGuard : public ::testing::Test {
   std::unique_ptr<EngineLoop> engine(bool turboquant, bool mid_prefill,
                                      std::shared_ptr<PrefixCache> pc,
                                      std::function<uint64_t(uint64_t)> evict) {
-    backend_ = make_cpu_backend();
-    auto model = Model::load(repo_path("models/micro-qwen3"), *backend_);
+    auto backend = make_cpu_backend();  // the engine owns it: it outlives the model
+    auto model = Model::load(repo_path("models/micro-qwen3"), *backend);
     const ModelConfig& c = model->config();
     EngineConfig cfg;
     cfg.sched.prefill_budget = kBlock;
@@ -103,7 +103,8 @@ class PrefixGuard : public ::testing::Test {
     cfg.guard.mid_prefill = mid_prefill;
     cfg.guard.owner = "prefix-guard-test";
     // Room for any prompt here by accounting: only the fake RSS makes pressure.
-    limit_ = model->weight_bytes() + step_workspace_bytes(c, kBlock, kCtx) + (256ull << 20);
+    limit_ = tight_limit_ ? tight_limit_
+                          : model->weight_bytes() + step_workspace_bytes(c, kBlock, kCtx) + (256ull << 20);
     cfg.guard.config.limit.bytes = limit_;
     cfg.guard.config.soft = 0.9;
     cfg.guard.config.hard = 1.0;
@@ -127,7 +128,7 @@ class PrefixGuard : public ::testing::Test {
     };
     cfg.evict_idle = std::move(evict);
     cfg.prefix_cache = std::move(pc);
-    return std::make_unique<EngineLoop>(std::move(model), cfg, nullptr);
+    return std::make_unique<EngineLoop>(std::move(model), cfg, std::move(backend));
   }
   static std::shared_ptr<PrefixCache> cache() {
     PrefixCacheConfig c;
@@ -135,9 +136,8 @@ class PrefixGuard : public ::testing::Test {
     return PrefixCache::create(c, "micro-qwen3 prefix-guard-test");
   }
 
-  std::unique_ptr<Backend> backend_;
   std::vector<int32_t> prompt_, answer_, start_;
-  uint64_t limit_ = 0;
+  uint64_t limit_ = 0, tight_limit_ = 0;
   std::atomic<int> pressure_after_{-1};
   bool relieved_by_conversion_ = false;
   uint64_t conversions_armed_ = 0;
@@ -209,6 +209,44 @@ TEST_F(PrefixGuard, ARetryAfterARejectionDoesNotReplayItsRestoredPrefix) {
   EXPECT_EQ(retry.cached + prefilled, int64_t(prompt_.size()));
   EXPECT_EQ(retry.ids, cold.ids);
   EXPECT_EQ(retry.ids, answer_);
+}
+
+// A prompt whose cache converts mid-prefill (a real accounting limit: dense stops fitting near
+// 1024 tokens): its chain holds the dense blocks before the conversion and stops there; a hit
+// restores them, the conversion happens at the same token, and the answer is the cold one.
+TEST_F(PrefixGuard, APrefixConvertedMidPrefillGivesTheColdAnswer) {
+  auto limited = [&](std::shared_ptr<PrefixCache> pc) {
+    return engine(/*turboquant=*/true, /*mid_prefill=*/true, std::move(pc), {});
+  };
+  // engine() sized a roomy limit; this test wants the tight one of guard_engine_test: weights,
+  // workspace and 5 MiB of KV (dense micro-qwen3 is 4 KiB per token).
+  {
+    auto be = make_cpu_backend();
+    auto m = Model::load(repo_path("models/micro-qwen3"), *be);
+    tight_limit_ = m->weight_bytes() + step_workspace_bytes(m->config(), kBlock, kCtx) + (5ull << 20);
+  }
+  Outcome cold;
+  uint64_t organic0 = 0;
+  {
+    auto e = limited(nullptr);
+    cold = run(*e, prompt_, int64_t(answer_.size()));
+    ASSERT_EQ(cold.reason, FinishReason::Length) << cold.code << ": " << cold.error;
+    organic0 = uint64_t(e->stats().guard.organic_conversions);
+    ASSERT_EQ(organic0, 1u) << "the prompt must convert mid-prefill";
+  }
+  auto pc = cache();
+  auto e = limited(pc);
+  Outcome first = run(*e, prompt_, int64_t(answer_.size()));
+  ASSERT_EQ(first.reason, FinishReason::Length) << first.code << ": " << first.error;
+  EXPECT_EQ(first.ids, cold.ids);
+  const int64_t blocks = pc->stats().inserted_blocks;
+  EXPECT_GT(blocks, 0);
+  EXPECT_LT(blocks * kBlock, int64_t(prompt_.size()) - kBlock) << "the chain stops at the conversion";
+  Outcome hit = run(*e, prompt_, int64_t(answer_.size()));
+  ASSERT_EQ(hit.reason, FinishReason::Length) << hit.code << ": " << hit.error;
+  EXPECT_EQ(hit.cached, blocks * kBlock);
+  EXPECT_EQ(hit.ids, cold.ids);
+  EXPECT_EQ(e->stats().guard.organic_conversions, 2);
 }
 
 }  // namespace
