@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -210,7 +211,7 @@ TEST(PrefixCacheRetrieval, NeedleAnswersStayRightAfterHits) {
 // still answers exactly as a server without the cache.
 TEST(PrefixCacheCrash, KilledWhileWritingServesOnlyIntactBlocks) {
   fs::path dir = temp_dir("crash");
-  const auto p = prompt_ids(12 * kBlock + 3, 7);
+  const auto p = prompt_ids(40 * kBlock + 3, 7);
   Answer ref;
   {
     ServerProcess r(server_args({"--no-prefix-cache"}));
@@ -220,9 +221,18 @@ TEST(PrefixCacheCrash, KilledWhileWritingServesOnlyIntactBlocks) {
   {
     ServerProcess srv(server_args({"--prefix-cache-dir", dir.string()}));
     ASSERT_TRUE(srv.started()) << srv.log();
-    complete(srv, p, 8);
-    ::kill(srv.pid(), SIGKILL);  // the writer may be mid-file
+    // Killed during the prefill, as soon as the writer has written its first block: later
+    // blocks are queued or being written.
+    std::thread client([&] {
+      httplib::Client cli("127.0.0.1", srv.port());
+      json body = {{"model", "m"}, {"prompt", p}, {"max_tokens", 8}, {"temperature", 0}};
+      cli.Post("/v1/completions", body.dump(), "application/json");  // fails: the server dies
+    });
+    for (int i = 0; i < 2000 && metric(srv, "tq_prefix_cache_writer_written_total") < 1; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ::kill(srv.pid(), SIGKILL);
     srv.stop(SIGKILL, 10);
+    client.join();
   }
   // Whatever is on disk now, plus a file cut short and a stray temp file as a crash leaves them.
   std::vector<fs::path> blocks;
@@ -239,6 +249,7 @@ TEST(PrefixCacheCrash, KilledWhileWritingServesOnlyIntactBlocks) {
   EXPECT_FALSE(fs::exists(cut.string() + ".tmp"));
   Answer again = complete(srv, p, 8);
   EXPECT_TRUE(again == ref);
+  EXPECT_LT(again.cached_tokens, 40 * kBlock) << "the kill came before every block was on disk";
   fs::remove_all(dir);
 }
 
