@@ -2,7 +2,7 @@
 // a user message and the model's own 32-token answer) served by one EngineLoop without the
 // prefix cache and one with it, in the same run: time to first token and tokens prefilled per
 // turn, and one SSD-tier hit after a restart (a new engine on the same directory).
-// Usage: bench_prefix_cache [model_dir] [start_tokens] [turns]
+// Usage: bench_prefix_cache [model_dir] [start_tokens] [turns] [ram] ("ram": no SSD tier, no restart)
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -87,12 +87,13 @@ int main(int argc, char** argv) {
   std::string dir = argc > 1 ? argv[1] : "../shared/models/tiny-qwen3";
   int start = argc > 2 ? std::atoi(argv[2]) : 2048;
   int turns = argc > 3 ? std::atoi(argv[3]) : 6;
+  const bool ram_only = argc > 4 && std::string(argv[4]) == "ram";
   namespace fs = std::filesystem;
   fs::path disk = fs::temp_directory_path() / ("tq_bench_prefix_" + std::to_string(::getpid()));
   fs::remove_all(disk);
 
   auto plain = make_engine(dir, nullptr);
-  auto cached = make_engine(dir, make_cache(dir, disk.string()));
+  auto cached = make_engine(dir, make_cache(dir, ram_only ? "" : disk.string()));
   std::vector<int32_t> convo = ids(start, 1);
   std::printf("model %s, conversation start %d tokens, %d turns of +200 user tokens and a 32-token "
               "answer, prefill chunk 256, block 256\n\n",
@@ -119,6 +120,7 @@ int main(int argc, char** argv) {
   }
   std::printf("\ntotal TTFT over %d turns: no cache %.3f s, cache %.3f s (%.2fx)\n", turns,
               sum_plain, sum_cached, sum_plain / std::max(sum_cached, 1e-9));
+  if (ram_only) return 0;
   // Restart: a new engine and cache on the same directory, the last turn again.
   cached.reset();
   auto restarted = make_engine(dir, make_cache(dir, disk.string()));
