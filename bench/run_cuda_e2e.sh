@@ -20,11 +20,12 @@ $T make-model --like qwen3-8b --random --out "$M" --force --tokenizer-from model
 cat "$OUT/make_model.log"
 ids() { python3 -c "import sys; print(','.join(str(10 + (i * 7919) % 90) for i in range(int(sys.argv[1]))))" "$1"; }
 run() {  # name, prompt length, new tokens, time limit (s)
+  local t0=$SECONDS
   timeout "$4" $T generate --model "$M" --device cuda --prompt-ids "$(ids "$2")" --max-tokens "$3" --ignore-eos \
     --json > "$OUT/$1.json" 2> "$OUT/$1.err"
-  echo "$1 rc=$? $(python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('prompt', j['prompt_tokens'], 'prefill tok/s %.0f' % j['prefill_tokens_per_s'], 'decode tok/s %.1f' % j['decode_tokens_per_s'], 'kv_bytes', j['kv_bytes'])" "$OUT/$1.json" 2>&1 | tail -1)"
+  echo "$1 rc=$? $(python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('prompt', j['prompt_tokens'], 'prefill tok/s %.0f' % j['prefill_tokens_per_s'], 'decode tok/s %.1f' % j['decode_tokens_per_s'], 'kv_bytes', j['kv_bytes'])" "$OUT/$1.json" 2>&1 | tail -1) [$((SECONDS - t0)) s incl. load]"
 }
 run gen_short 128 128 150
 run gen_4k 4096 128 150
-run gen_32k 32768 64 200
+run gen_32k 32768 64 300
 nvidia-smi --query-gpu=name,memory.used --format=csv
