@@ -319,7 +319,13 @@ void EngineLoop::run() {
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait(lk, [&] { return quit_ || !cancels_.empty() || !sched_.idle(); });
+      const bool trim = !cancels_.empty() && guard_opts_.enabled;
       process_cancels_locked();
+      if (trim) {  // cancelled caches leave the process (the guard counts RSS)
+        lk.unlock();
+        release_freed_memory();
+        lk.lock();
+      }
       if (sched_.idle()) {
         stats_.kv_bytes = {};
         idle_cv_.notify_all();
@@ -393,6 +399,13 @@ bool EngineLoop::guard_step() {
       }
       if (v.action == GuardAction::Reject) {
         plan_.n_prefill_tokens -= it.n;
+        // Free the cache before the client hears of it: a retry must find the memory back.
+        s->cache = KvCache{};
+        release_freed_memory();
+        {
+          std::lock_guard<std::mutex> lk(mu_);
+          refresh_kv_bytes_locked();
+        }
         finish_error(*s, g.error());
         ended_.push_back(s);
         continue;
@@ -420,13 +433,17 @@ void EngineLoop::run_step() {
     // Everything left waited on memory (or was rejected): give other engines and the
     // eviction a moment, without holding the lock.
     if (waited) std::this_thread::sleep_for(std::chrono::milliseconds(guard_opts_.wait_ms));
-    std::lock_guard<std::mutex> lk(mu_);
-    for (Seq* s : ended_) {
-      sched_.remove(s->id);
-      seqs_.erase(s->id);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      for (Seq* s : ended_) {
+        sched_.remove(s->id);
+        seqs_.erase(s->id);
+      }
+      refresh_kv_bytes_locked();  // what the next preflight sees
+      merge_guard_stats_locked();
+      if (sched_.idle()) idle_cv_.notify_all();
     }
-    merge_guard_stats_locked();
-    if (sched_.idle()) idle_cv_.notify_all();
+    if (!ended_.empty() && guard_opts_.enabled) release_freed_memory();
     return;
   }
   const size_t n = plan_.items.size();
@@ -492,16 +509,20 @@ void EngineLoop::run_step() {
     }
   }
   double step_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::lock_guard<std::mutex> lk(mu_);
-  sched_.commit(plan_);
-  for (Seq* s : ended_) {
-    uint64_t id = s->id;
-    sched_.remove(id);
-    seqs_.erase(id);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    sched_.commit(plan_);
+    for (Seq* s : ended_) {
+      uint64_t id = s->id;
+      sched_.remove(id);
+      seqs_.erase(id);
+    }
+    update_stats_locked(step_s);
+    merge_guard_stats_locked();
+    if (sched_.idle()) idle_cv_.notify_all();
   }
-  update_stats_locked(step_s);
-  merge_guard_stats_locked();
-  if (sched_.idle()) idle_cv_.notify_all();
+  // The guard counts RSS: freed caches must leave the process, not stay in malloc's free lists.
+  if (!ended_.empty() && guard_opts_.enabled) release_freed_memory();
 }
 
 void EngineLoop::merge_guard_stats_locked() {
@@ -675,6 +696,10 @@ void EngineLoop::update_stats_locked(double step_s) {
     win_prefill_tokens_ = win_prefill_s_ = win_decode_tokens_ = win_decode_s_ = 0;
   }
   last_step_ = now;
+  refresh_kv_bytes_locked();
+}
+
+void EngineLoop::refresh_kv_bytes_locked() {
   stats_.kv_bytes = {};
   for (const auto& [id, s] : seqs_)
     for (const auto& layer : s->cache.layers) stats_.kv_bytes[size_t(layer->kind())] += layer->bytes();

@@ -159,6 +159,7 @@ class EngineLoop {
   void count_rejection(const RequestError& e);
   void merge_guard_stats_locked();
   void update_stats_locked(double step_seconds);
+  void refresh_kv_bytes_locked();  // stats_.kv_bytes from every sequence's cache
 
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;

@@ -44,6 +44,12 @@ uint64_t step_workspace_bytes(const ModelConfig& c, int64_t t, int64_t L) {
   return uint64_t(4 * t * per_token) + uint64_t(4 * 64 * (L + t) * 2);
 }
 
+void release_freed_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
 uint64_t resolve_guard_limit(const MemoryGuardConfig& cfg) {
   uint64_t host_total = 0;
   if (auto h = read_host_memory()) host_total = h->total_bytes;
@@ -84,7 +90,11 @@ CacheLayout cache_layout(const Model& model, const KvPolicy& policy) {
 PreflightInput preflight_input(const CacheLayout& layout, const ModelConfig& mc, int64_t n_tokens,
                                int64_t chunk, TurboQuantSwitches tq) {
   PreflightInput in;
-  in.n_tokens = n_tokens;
+  // Caches grow by doubling from 256 tokens (max(want, 2 x capacity, 256)): what a request of
+  // n tokens holds at its end is the capacity that covers n, not n.
+  int64_t capacity = 256;
+  while (capacity < n_tokens) capacity *= 2;
+  in.n_tokens = capacity;
   in.eligible_dense_per_token = layout.eligible_dense_per_token;
   in.kept_dense_per_token = layout.kept_dense_per_token;
   in.compressed_per_token = layout.compressed_per_token;
@@ -176,9 +186,7 @@ bool SeqGuard::convert(KvCache& cache, const char* trigger, std::chrono::millise
   converted_ = true;
   trigger_ = trigger;
   peak_ = std::max({peak_, stats_.peak_bytes, cache.bytes()});
-#if defined(__GLIBC__)
-  malloc_trim(0);  // hand the dense layers' pages back, so RSS shows what conversion saved
-#endif
+  release_freed_memory();  // hand the dense layers' pages back, so RSS shows what conversion saved
   if (guard_) sample(cache, last_others_, true);
   return true;
 }

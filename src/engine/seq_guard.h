@@ -57,6 +57,10 @@ struct RequestError {
 // (the model keeps them at the largest chunk) plus the attention score tiles of each thread.
 uint64_t step_workspace_bytes(const ModelConfig& c, int64_t t, int64_t L);
 
+// Hands freed heap pages back to the OS (glibc malloc_trim; a no-op elsewhere). A guard that
+// counts RSS needs this after a large cache is freed, or the process keeps "using" it.
+void release_freed_memory();
+
 // The limit a guard config resolves to on this machine (host RAM, cgroup).
 uint64_t resolve_guard_limit(const MemoryGuardConfig& cfg);
 
@@ -72,7 +76,8 @@ struct CacheLayout {
   int n_eligible = 0;
 };
 CacheLayout cache_layout(const Model& model, const KvPolicy& policy);
-// The preflight input of a request of n_tokens (prompt + max new tokens).
+// The preflight input of a request of n_tokens (prompt + max new tokens), counted at the cache
+// capacity that holds them (caches grow by doubling).
 PreflightInput preflight_input(const CacheLayout& layout, const ModelConfig& mc, int64_t n_tokens,
                                int64_t chunk, TurboQuantSwitches tq);
 

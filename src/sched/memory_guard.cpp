@@ -189,12 +189,16 @@ GuardDecision PrefillGuard::next(const MemorySnapshot& now, const ChunkQuery& q)
   const int64_t hi = std::max<int64_t>(1, std::min(cfg_.chunk, q.remaining));
   const int64_t lo = std::min(cfg_.min_chunk, hi);
   auto grow = [&](int64_t t) { return q.growth ? q.growth(t) : 0; };
+  // While this request may still convert, a chunk must leave room for that conversion's
+  // transient: running the memory up to the hard threshold first would leave the conversion
+  // no room when pressure arrives.
+  const uint64_t reserve = q.can_convert && conversions_ == 0 ? q.conversion_peak : 0;
   // Largest chunk under the soft threshold, halving from the configured size; failing that the
   // largest under the hard threshold. Never below the minimum chunk.
   int64_t chosen = 0;
   for (uint64_t ceiling : {soft_, hard_}) {
     for (int64_t t = hi;; t = std::max(lo, t / 2)) {
-      if (fits(now, grow(t), ceiling)) {
+      if (fits(now, grow(t) + reserve, ceiling)) {
         chosen = t;
         break;
       }

@@ -143,6 +143,24 @@ TEST(PrefillGuard, EscalatesEvictThenConvertOnceThenReject) {
   EXPECT_EQ(g2.conversions(), 1);
 }
 
+TEST(PrefillGuard, KeepsRoomForTheConversionWhileOneIsPossible) {
+  // 98 MiB of 100 used: 512 tokens (512 KiB) fit under hard, but not with the 2 MiB a
+  // conversion would need afterwards: pressure now, and the conversion still fits.
+  const MemorySnapshot now{98 * MiB, 0};
+  PrefillGuard g(cfg(1), 100 * MiB);
+  auto q = linear(1000, /*can_convert=*/true);
+  q.conversion_peak = 2 * MiB;
+  EXPECT_EQ(g.next(now, q).action, GuardAction::Convert);
+  g.converted();
+  q.can_convert = false;
+  GuardDecision d = g.next(now, q);  // converted: no reserve any more
+  EXPECT_EQ(d.action, GuardAction::Proceed);
+  EXPECT_EQ(d.chunk, 512);
+  // Without mid-prefill there is nothing to keep room for.
+  PrefillGuard g2(cfg(1), 100 * MiB);
+  EXPECT_EQ(g2.next(now, linear(1000, false)).action, GuardAction::Proceed);
+}
+
 TEST(PrefillGuard, RejectsWithoutMidPrefill) {
   PrefillGuard g(cfg(1), 100 * MiB);
   GuardDecision d = g.next({100 * MiB, 0}, linear(1000, false));
