@@ -9,7 +9,9 @@
 // thread (instead of 5 cp.async per thread with their address math), a table lookup is 2 integer
 // ops + one LDS on a 32 KB table (kBigLut: one PRMT on a 64 KB table, but only 2 blocks per SM),
 // and each block keeps 4 stages of 64 tokens (8.4 KB) in flight, 3 blocks per SM, one wave.
-// Within a stage each warp takes 16 tokens; token columns are permuted (pi(j) = j ^ ((j >> 1) & 1)).
+// v7: one block of 12 warps per SM sharing the 64 KB table (PRMT lookups), 192-token stages (6
+// slots of 25 KB, 5 in flight). Within a stage each warp takes 16 tokens; token columns are
+// permuted (pi(j) = j ^ ((j >> 1) & 1)).
 #include <cmath>
 #include <cstdlib>
 #include <mutex>
@@ -21,21 +23,22 @@ namespace tq::cuda {
 namespace {
 
 constexpr int D = 128;
-constexpr int kWarps = 4;
+constexpr int kWarps = 12;  // one block per SM shares the 64 KB table
 constexpr int kThreads = kWarps * 32;
-constexpr int kStageTok = 64;
-constexpr int kStages = 5;
+static_assert(kWarps % 4 == 0, "the exact tail splits 32-row chunks over 4 warps per head group");
+constexpr int kStageTok = 16 * kWarps;  // 16 tokens per warp per stage
+constexpr int kStages = 6;
 constexpr int kRow = D / 2;                                             // code bytes per token
 constexpr int kStageBytes = 2 * kStageTok * kRow + 2 * kStageTok * 2;  // K, V codes; K, V scales
 // Table: entry e (a code byte) at e * kLutStride bytes, lane l's copy of half2 (c[lo], c[hi]) at
 // + 4 l (no bank conflicts). Big table (stride 256, 64 KB): one PRMT builds a lookup's offset
 // (byte << 8 | 4 l), 2 blocks per SM. Small table (stride 128, 32 KB): SHF + LOP3, 3 blocks per SM.
-constexpr bool kBigLut = false;
+constexpr bool kBigLut = true;
 constexpr int kLutStride = kBigLut ? 256 : 128;
 constexpr int kLutBytes = 256 * kLutStride;
 constexpr int kScratchBytes = kLutBytes + kStages * kStageBytes;  // reused after the loop
 constexpr size_t kSmem = size_t(kScratchBytes);  // rotated queries live in the last stage slot
-constexpr int kBlocksPerSm = kBigLut ? 2 : 3;
+constexpr int kBlocksPerSm = 1;
 static_assert(kBlocksPerSm == kTq128BlocksPerSm, "kernel_choice.h sizes the wave");
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kNegInf = -INFINITY;
@@ -364,8 +367,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
       __syncthreads();
       const float* kb = tbuf + (ch & 1) * 2 * 32 * D;
       const float* vb = kb + 32 * D;
-      // Warp w: rows 8w .. 8w + 7 together (independent reductions, one rescale per chunk).
-      const int rbeg = warp * 8, nr = min(8, TL - ch * 32 - rbeg);
+      // Warp w: rows 8 (w % 4) .. + 7 together (independent reductions, one rescale per chunk)
+      // for the heads g with g % (kWarps / 4) == w / 4.
+      const int rbeg = (warp & 3) * 8, nr = min(8, TL - ch * 32 - rbeg);
       if (nr > 0) {
         float4 kv[8], vv[8];
 #pragma unroll
@@ -376,6 +380,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
 #pragma unroll
         for (int g = 0; g < 8; ++g) {
           if (g >= gn) break;
+          if (g % (kWarps / 4) != warp / 4) continue;
           const float4 qv = reinterpret_cast<const float4*>(qs + g * D)[lane];
           float d[8];
 #pragma unroll

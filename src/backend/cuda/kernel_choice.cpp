@@ -39,10 +39,11 @@ AttnPlan choose_attention(const DeviceInfo& dev, const AttnShape& s) {
   const int64_t base = s.batch * s.n_head_kv * p.n_sub;
   // bf16 and TurboQuant d != 128: ~4 blocks per SM. TurboQuant d = 128 (decode_tq128.cu): one
   // wave of kTq128BlocksPerSm blocks per SM, rounded down so that the wave is not followed by a
-  // short one.
+  // short one; the exact tail's short split takes one slot where there are splits to spare (with
+  // few splits it runs beside them: its SM then takes a later split block early).
   const bool tq128 = s.format == KvFormat::TurboQuant && s.head_dim == 128;
-  const int64_t want = tq128 ? std::max<int64_t>(1, int64_t(kTq128BlocksPerSm) * dev.n_sm / base -
-                                                        (s.exact_tail ? 1 : 0))
+  const int64_t wave = int64_t(kTq128BlocksPerSm) * dev.n_sm / base;
+  const int64_t want = tq128 ? std::max<int64_t>(1, wave - (s.exact_tail && wave >= 4 ? 1 : 0))
                              : (4LL * dev.n_sm + base - 1) / base;
   const int64_t most = std::max<int64_t>(1, (s.max_len + kMinSplitTokens - 1) / kMinSplitTokens);
   p.n_split = int(std::clamp<int64_t>(want, 1, std::min<int64_t>(most, 1024)));

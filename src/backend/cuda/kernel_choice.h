@@ -42,7 +42,7 @@ struct AttnPlan {
 // Split-K sizing: about `waves` blocks per multiprocessor, each split at least kMinSplitTokens.
 constexpr int kMinSplitTokens = 256;
 // Resident blocks per SM of the TurboQuant head_dim-128 decode kernel (decode_tq128.cu).
-constexpr int kTq128BlocksPerSm = 3;
+constexpr int kTq128BlocksPerSm = 1;
 AttnPlan choose_attention(const DeviceInfo& dev, const AttnShape& s);
 
 }  // namespace tq::cuda
