@@ -46,6 +46,10 @@ TEST(KernelChoice, DecodeOnBf16AndTurboQuantUsesSplitK) {
 TEST(KernelChoice, SplitsShrinkWithBatchAndShortContexts) {
   AttnPlan big = choose_attention(h200(), decode(KvFormat::TurboQuant, 8, 32768));
   EXPECT_EQ(big.n_split, 132 * kTq128BlocksPerSm / 64);  // 64 (seq, head) pairs
+  // With an exact tail and few splits per pair, no slot is given up for the tail's block.
+  AttnShape tail = decode(KvFormat::TurboQuant, 8, 32768);
+  tail.exact_tail = true;
+  EXPECT_EQ(choose_attention(h200(), tail).n_split, 132 * kTq128BlocksPerSm / 64);
   AttnPlan tiny = choose_attention(h200(), decode(KvFormat::TurboQuant, 1, 300));
   EXPECT_EQ(tiny.n_split, 2);  // at least kMinSplitTokens per split
   AttnPlan huge_batch = choose_attention(h200(), decode(KvFormat::BF16, 256, 8192));

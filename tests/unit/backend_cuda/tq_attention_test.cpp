@@ -148,6 +148,7 @@ void tq_decode_case(Backend& be, const DecodeCase& c) {
   cuda::AttnShape s;
   s.batch = B, s.n_head = c.n_head, s.n_head_kv = c.n_kv, s.head_dim = d, s.max_len = max_len;
   s.format = KvFormat::TurboQuant;
+  s.exact_tail = has_tail;
   AttnPlan plan = cuda::choose_attention(cuda::device_info(), s);
   ASSERT_EQ(plan.kernel, cuda::AttnKernel::DecodeSplitK);
   DeviceBuffer ws(&be, cuda::decode_attention_workspace(plan, B, c.n_head, d));
@@ -191,6 +192,8 @@ TEST(CudaTurboQuant, DecodeAttentionWithExactTailMatchesCpuReference) {
   auto be = make_cuda_backend();
   tq_decode_case(*be, {128, 32, 8, {1, 777, 5000}, {128, 0, 5}});
   tq_decode_case(*be, {128, 4, 2, {64, 2049}, {128, 128}});
+  // 5 sequences x 8 kv heads with a tail, short contexts: more blocks than one wave.
+  tq_decode_case(*be, {128, 32, 8, {700, 300, 1000, 64, 513}, {5, 0, 128, 17, 1}});
 }
 
 void bf16_decode_case(Backend& be, const DecodeCase& c) {
