@@ -220,6 +220,32 @@ TEST_F(GuardEngine, BusyLaneIsARetryableErrorAndARetrySucceeds) {
   EXPECT_EQ(g.organic_conversions, 1);
 }
 
+TEST_F(GuardEngine, AFailedConversionFailsThatRequestOnlyAndFreesItsCache) {
+  // A policy whose compressed layers cannot be built (a negative exact window: the CLI refuses
+  // it, the cache constructor throws) makes the real conversion fail mid-prefill.
+  auto model = Model::load(repo_path("models/micro-qwen3"), *backend_);
+  EngineConfig cfg;
+  cfg.sched.max_running = 4;
+  cfg.sched.prefill_budget = kBudget;
+  cfg.ctx_size = kCtx;
+  cfg.kv = policy(model->config(), "");
+  cfg.kv.recent_exact = -1;
+  cfg.guard = guard(true);
+  EngineLoop e(std::move(model), cfg);
+  Submitted s = e.submit(request());
+  ASSERT_EQ(s.status, SubmitStatus::Accepted) << s.error;
+  Outcome o = drain(*s.channel);
+  EXPECT_EQ(o.reason, FinishReason::Error);
+  EXPECT_EQ(o.code, "conversion_failed") << o.error;
+  EXPECT_FALSE(o.retryable);
+  EXPECT_NE(o.error.find("recent exact window"), std::string::npos) << o.error;
+  ASSERT_TRUE(e.wait_idle(5000ms));
+  EngineStats st = e.stats();
+  EXPECT_EQ(st.guard.rejections[size_t(GuardRejection::ConversionFailed)], 1);
+  for (size_t b : st.kv_bytes) EXPECT_EQ(b, 0u);  // the half-converted cache is gone
+  EXPECT_FALSE(ConversionLane::global().busy());   // the lane was released
+}
+
 TEST_F(GuardEngine, NothingEligibleToConvertIsInvalidAtSubmit) {
   auto e = engine(true, {}, "0,1,2,3");  // every layer kept dense
   Submitted s = e->submit(request());
