@@ -13,6 +13,8 @@
 #include "engine/generate.h"
 #include "io/safetensors.h"
 #include "sched/conversion_lane.h"
+#include "server/completion_session.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tq::test {
 namespace {
@@ -218,6 +220,34 @@ TEST_F(GuardEngine, BusyLaneIsARetryableErrorAndARetrySucceeds) {
   EXPECT_EQ(g.lane_conflicts, 1);
   EXPECT_EQ(g.rejections[size_t(GuardRejection::ConversionBusy)], 1);
   EXPECT_EQ(g.organic_conversions, 1);
+}
+
+TEST_F(GuardEngine, ARejectionBeforeTheFirstTokenIsAPlainHttpErrorNotAStream) {
+  // The HTTP side of a busy lane: the streaming session waits for the first token, so the
+  // engine's retryable rejection becomes a 503 (conversion_busy) before any SSE byte.
+  auto e = engine(true);
+  Tokenizer tok = Tokenizer::from_file(repo_path("models/micro-qwen3/tokenizer.json"));
+  LaneTicket other = ConversionLane::global().try_acquire("another-model", 0);
+  ASSERT_TRUE(other.held());
+  GenerationRequest g;
+  g.endpoint = Endpoint::Completions;
+  g.model = "m";
+  g.stream = true;
+  g.prompt_is_ids = true;
+  g.prompt_ids = prompt_;
+  g.ignore_eos = true;
+  CompletionSession cs(*e, tok, g, prompt_, "", ResponseMeta{"cmpl-test", 0, "m"});
+  ASSERT_TRUE(cs.engine_may_reject());
+  cs.start(int64_t(answer_.size()));
+  try {
+    cs.await_first_token({});
+    ADD_FAILURE() << "the session streamed instead of failing";
+  } catch (const ApiError& err) {
+    EXPECT_EQ(err.status, 503);
+    EXPECT_EQ(err.type, "conversion_busy");
+    EXPECT_EQ(err.code, "conversion_busy");
+  }
+  EXPECT_TRUE(cs.failed());
 }
 
 TEST_F(GuardEngine, AFailedConversionFailsThatRequestOnlyAndFreesItsCache) {
