@@ -373,9 +373,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
       if (nr > 0) {
         float4 kv[8], vv[8];
 #pragma unroll
-        for (int r = 0; r < 8; ++r) {
-          kv[r] = reinterpret_cast<const float4*>(kb + (rbeg + r) * D)[lane];
-          vv[r] = reinterpret_cast<const float4*>(vb + (rbeg + r) * D)[lane];
+        for (int r = 0; r < 8; ++r) {  // rows past the tail hold stale bytes (maybe NaN): zeros
+          const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          kv[r] = r < nr ? reinterpret_cast<const float4*>(kb + (rbeg + r) * D)[lane] : z;
+          vv[r] = r < nr ? reinterpret_cast<const float4*>(vb + (rbeg + r) * D)[lane] : z;
         }
 #pragma unroll
         for (int g = 0; g < 8; ++g) {
@@ -543,6 +544,13 @@ int* merge_counters(size_t n) {
   return buf;
 }
 
+// Test aid: fills every SM's shared memory with 0xFF bytes (NaN as f32 / f16), so that a kernel
+// reading shared memory it did not write shows it.
+__global__ void poison_smem_kernel(int words) {
+  extern __shared__ uint32_t sm[];
+  for (int i = threadIdx.x; i < words; i += blockDim.x) sm[i] = 0xffffffffu;
+}
+
 }  // namespace
 
 int tq128_blocks_per_sm() {
@@ -553,6 +561,16 @@ int tq128_blocks_per_sm() {
   int n = 0;
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, tq128_kernel, kThreads, kSmem));
   return n;
+}
+
+void poison_shared_memory(void* stream) {
+  int dev = 0, n_sm = 0, optin = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  CUDA_CHECK(cudaFuncSetAttribute(poison_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  poison_smem_kernel<<<n_sm, 1024, size_t(optin), as_stream(stream)>>>(optin / 4);
+  check_last_launch("poison_smem_kernel");
 }
 
 bool tq128_supported(const DecodeAttnArgs& a) {

@@ -81,6 +81,9 @@ void fill_random_bytes(void* p, size_t bytes, uint64_t seed, void* stream = null
 void fill_random_16(uint16_t* p, int64_t n, float lo, float hi, bool bf16, uint64_t seed,
                     void* stream = nullptr);
 void check_last_launch(const char* what);  // throws tq::Error on a pending CUDA error
+// Test aid: fills every SM's shared memory with NaN bytes (a later kernel that reads shared
+// memory it never wrote then produces NaN).
+void poison_shared_memory(void* stream = nullptr);
 
 // Benchmark timing on the legacy default stream: median milliseconds of `iters` runs of fn
 // (each between two events) after `warmup` runs.

@@ -167,7 +167,9 @@ void tq_decode_case(Backend& be, const DecodeCase& c) {
     a.tail_seq_stride = c.n_kv * tcap, a.tail_head_stride = tcap;
     a.tail_lens = static_cast<const int32_t*>(tlens.data());
   }
+  cuda::poison_shared_memory();  // stale shared memory must never reach the output
   cuda::decode_attention(a, plan);
+  cuda::poison_shared_memory();
   cuda::decode_attention(a, plan);  // twice: the fused merge's counters reset themselves
   auto oh = from_dev(be, od, q.size());
   const double err = rel_err(oh, ref);
