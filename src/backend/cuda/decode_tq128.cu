@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/tq_cuda.h"
 
@@ -69,19 +70,7 @@ struct TqParams {
 __device__ __forceinline__ bool sign_bit(const uint32_t* mask, int i) {
   return (mask[i >> 5] >> (i & 31)) & 1u;
 }
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 __device__ __forceinline__ int pi(int j) { return j ^ ((j >> 1) & 1); }
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 // Table entry for byte K of w: offset (byte << 8) | lane4 by one PRMT, then one LDS.
 template <int K>
 __device__ __forceinline__ uint32_t lut_byte(const uint8_t* lut, uint32_t lane4, uint32_t w) {
@@ -91,33 +80,6 @@ __device__ __forceinline__ uint32_t lut_byte(const uint8_t* lut, uint32_t lane4,
   else
     off = ((K == 0 ? (w << 7) : (w >> (8 * K - 7))) & 0x7f80u) | lane4;
   return *reinterpret_cast<const uint32_t*>(lut + off);
-}
-// mbarrier + bulk copy (sm_90): one thread issues a stage as 4 bulk copies completing on a barrier.
-__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)),
-               "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  uint32_t done;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        " selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(smem_u32(bar)), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-          smem_u32(dst)),
-      "l"(src), "r"(bytes), "r"(smem_u32(bar))
-      : "memory");
 }
 
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqParams p) {
@@ -544,13 +506,6 @@ int* merge_counters(size_t n) {
   return buf;
 }
 
-// Test aid: fills every SM's shared memory with 0xFF bytes (NaN as f32 / f16), so that a kernel
-// reading shared memory it did not write shows it.
-__global__ void poison_smem_kernel(int words) {
-  extern __shared__ uint32_t sm[];
-  for (int i = threadIdx.x; i < words; i += blockDim.x) sm[i] = 0xffffffffu;
-}
-
 }  // namespace
 
 int tq128_blocks_per_sm() {
@@ -561,16 +516,6 @@ int tq128_blocks_per_sm() {
   int n = 0;
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, tq128_kernel, kThreads, kSmem));
   return n;
-}
-
-void poison_shared_memory(void* stream) {
-  int dev = 0, n_sm = 0, optin = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  CUDA_CHECK(cudaFuncSetAttribute(poison_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-  poison_smem_kernel<<<n_sm, 1024, size_t(optin), as_stream(stream)>>>(optin / 4);
-  check_last_launch("poison_smem_kernel");
 }
 
 bool tq128_supported(const DecodeAttnArgs& a) {

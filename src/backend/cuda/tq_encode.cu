@@ -1,7 +1,7 @@
 // TurboQuant on the device, write side: encoding K/V vectors into the device record layout (one
 // warp per vector: norm, Hadamard rotation by shuffles, Lloyd-Max quantization, packing), used by
-// compressed appends and sliced dense -> compressed conversion; plus random fills and
-// conversions for tests and benchmarks.
+// compressed appends and sliced dense -> compressed conversion; plus random fills, shared-memory
+// poisoning and conversions for tests and benchmarks.
 #include <cmath>
 #include <cstring>
 
@@ -137,6 +137,13 @@ __global__ void fill_16_kernel(uint16_t* p, int64_t n, float lo, float hi, bool 
   }
 }
 
+// Test aid: fills every SM's shared memory with 0xFF bytes (NaN as f32 / f16), so that a kernel
+// reading shared memory it did not write shows it.
+__global__ void poison_smem_kernel(int words) {
+  extern __shared__ uint32_t sm[];
+  for (int i = threadIdx.x; i < words; i += blockDim.x) sm[i] = 0xffffffffu;
+}
+
 }  // namespace
 
 void fill_random_bytes(void* p, size_t bytes, uint64_t seed, void* stream) {
@@ -187,6 +194,16 @@ void f32_to_bf16(const float* x, uint16_t* y, int64_t n, void* stream) {
   const int64_t blocks = std::min<int64_t>((n + 255) / 256, 65535);
   f32_to_bf16_kernel<<<unsigned(blocks), 256, 0, as_stream(stream)>>>(x, y, n);
   check_last_launch("f32_to_bf16");
+}
+
+void poison_shared_memory(void* stream) {
+  int dev = 0, n_sm = 0, optin = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  CUDA_CHECK(cudaFuncSetAttribute(poison_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  poison_smem_kernel<<<n_sm, 1024, size_t(optin), as_stream(stream)>>>(optin / 4);
+  check_last_launch("poison_smem_kernel");
 }
 
 }  // namespace tq::cuda
