@@ -1,17 +1,9 @@
 // PoolServer, PoolDir and the HTTP helper (cpp-httplib's client) for the admin tests.
 #include "pool_process.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <httplib.h>
 
-#include <chrono>
-#include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "common/fixtures.h"
 
@@ -19,23 +11,10 @@ namespace tq::test {
 
 namespace fs = std::filesystem;
 
-namespace {
-std::string read_all(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-fs::path unique_temp(const std::string& stem) {
-  static int n = 0;
-  return fs::temp_directory_path() / (stem + "-" + std::to_string(getpid()) + "-" + std::to_string(n++));
-}
-}  // namespace
-
 PoolDir::PoolDir() {
   auto micro = shared_path("models/micro-qwen3");
   auto tiny = shared_path("models/tiny-qwen3");
-  dir_ = unique_temp("tq-pool");
+  dir_ = unique_temp_path("tq-pool");
   fs::create_directories(dir_);
   if (!micro || !tiny) return;
   fs::create_directory_symlink(*micro, dir_ / "micro");
@@ -48,68 +27,12 @@ PoolDir::~PoolDir() {
   fs::remove_all(dir_, ec);  // removes the links, not their targets
 }
 
-PoolServer::PoolServer(const fs::path& dir, const std::vector<std::string>& args) {
-  log_path_ = unique_temp("tq-pool-server").string() + ".log";
-  std::vector<std::string> argv = {tqserve_binary().string(), "serve", "--model-dir", dir.string(),
-                                   "--port", "0", "--no-access-log"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  pid_ = fork();
-  if (pid_ == 0) {
-    int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 2);
-    dup2(fd, 1);
-    std::vector<char*> cargv;
-    for (auto& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    execv(cargv[0], cargv.data());
-    _exit(127);
-  }
-  const std::string marker = "listening on http://127.0.0.1:";
-  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < end) {
-    std::string log = read_all(log_path_);
-    size_t p = log.find(marker);
-    if (p != std::string::npos && log.find('\n', p) != std::string::npos) {
-      port_ = std::atoi(log.c_str() + p + marker.size());
-      return;
-    }
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-}
-
-PoolServer::~PoolServer() {
-  if (pid_ > 0) {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
-  std::error_code ec;
-  fs::remove(log_path_, ec);
-}
-
-std::string PoolServer::log() const { return read_all(log_path_); }
-
-int PoolServer::stop(int sig, int timeout_s) {
-  if (pid_ <= 0) return -1;
-  kill(pid_, sig);
-  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  while (std::chrono::steady_clock::now() < end) {
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  kill(pid_, SIGKILL);
-  waitpid(pid_, nullptr, 0);
-  pid_ = -1;
-  return -1;
-}
+PoolServer::PoolServer(const fs::path& dir, const std::vector<std::string>& args)
+    : ServeProcess([&] {
+        std::vector<std::string> a = {"--model-dir", dir.string(), "--no-access-log"};
+        a.insert(a.end(), args.begin(), args.end());
+        return a;
+      }()) {}
 
 nlohmann::json HttpReply::json() const {
   return nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);

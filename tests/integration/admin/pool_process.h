@@ -1,13 +1,13 @@
 // PoolServer: a real `tqserve serve --model-dir DIR` on a free loopback port for the pool and
 // admin tests, a temp model directory of fixture models (symlinks), and a small HTTP helper.
 #pragma once
-#include <sys/types.h>
-
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "common/serve_process.h"
 
 namespace tq::test {
 
@@ -25,24 +25,10 @@ class PoolDir {
   bool ok_ = false;
 };
 
-class PoolServer {
+// Runs `tqserve serve --model-dir dir --no-access-log args...` (common/serve_process.h).
+class PoolServer : public ServeProcess {
  public:
-  // Starts `tqserve serve --model-dir dir --port 0 args...` and waits for it to listen.
   PoolServer(const std::filesystem::path& dir, const std::vector<std::string>& args);
-  ~PoolServer();  // SIGKILL if still running
-  PoolServer(const PoolServer&) = delete;
-  PoolServer& operator=(const PoolServer&) = delete;
-
-  bool started() const { return port_ > 0; }
-  int port() const { return port_; }
-  std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  std::string log() const;
-  int stop(int sig = 15, int timeout_s = 30);  // exit status, or -1
-
- private:
-  pid_t pid_ = -1;
-  int port_ = -1;
-  std::string log_path_;
 };
 
 struct HttpReply {

@@ -3,10 +3,7 @@
 // every flag of every command documented in the README.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -15,6 +12,7 @@
 
 #include "common/reference_cases.h"
 #include "common/fixtures.h"
+#include "common/serve_process.h"
 #include "io/file.h"
 
 namespace tq::test {
@@ -22,26 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-
-struct CmdResult {
-  int status = -1;  // exit code, or 128 + signal
-  std::string out, err;
-};
-
-CmdResult run(const std::string& args) {
-  fs::path err_file = fs::temp_directory_path() / ("tq_cli_err_" + std::to_string(::getpid()));
-  std::string cmd = tqserve_binary().string() + " " + args + " 2>" + err_file.string();
-  CmdResult r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  r.err = read_file(err_file);
-  fs::remove(err_file);
-  return r;
-}
 
 std::string join(const std::vector<int32_t>& v) {
   std::string s;
@@ -53,7 +31,7 @@ const fs::path kMicro = repo_path("models/micro-qwen3");
 
 TEST(Cli, GenerateJsonReproducesTransformersGreedy) {
   ReferenceCases ref(kMicro / "reference");
-  CmdResult r = run("generate --model " + kMicro.string() + " --prompt-ids " +
+  CmdResult r = run_tqserve("generate --model " + kMicro.string() + " --prompt-ids " +
               join(ref.ints("greedy_1.ids")) + " --max-tokens 48 --ignore-eos --json");
   ASSERT_EQ(r.status, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
@@ -64,7 +42,7 @@ TEST(Cli, GenerateJsonReproducesTransformersGreedy) {
 }
 
 TEST(Cli, GenerateTextStreamsAndReportsSpeed) {
-  CmdResult r = run("generate --model " + kMicro.string() + " --prompt 'def main():' --max-tokens 8");
+  CmdResult r = run_tqserve("generate --model " + kMicro.string() + " --prompt 'def main():' --max-tokens 8");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_FALSE(r.out.empty());
   EXPECT_THAT(r.err, HasSubstr("tokens/s"));
@@ -78,7 +56,7 @@ TEST(Cli, ScoreIdsFileMatchesTransformersNll) {
     std::ofstream o(f);
     for (size_t i = 0; i < ids.size(); ++i) o << ids[i] << (i % 10 == 9 ? "\n" : ", ");
   }
-  CmdResult r = run("score --model " + kMicro.string() + " --ids-file " + f.string() + " --json");
+  CmdResult r = run_tqserve("score --model " + kMicro.string() + " --ids-file " + f.string() + " --json");
   fs::remove(f);
   ASSERT_EQ(r.status, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
@@ -95,8 +73,8 @@ TEST(Cli, ScoreIdsFileMatchesTransformersNll) {
 TEST(Cli, ScoreTurboQuantReportsPeakAndConversionPoint) {
   ReferenceCases ref(kMicro / "reference");
   std::string ids = join(ref.ints("logits_2.ids"));
-  CmdResult dense = run("score --model " + kMicro.string() + " --ids " + ids + " --json");
-  CmdResult tq = run("score --model " + kMicro.string() + " --ids " + ids +
+  CmdResult dense = run_tqserve("score --model " + kMicro.string() + " --ids " + ids + " --json");
+  CmdResult tq = run_tqserve("score --model " + kMicro.string() + " --ids " + ids +
                " --json --kv turboquant --k-bits 4 --v-bits 4 --kv-convert-at 150");
   ASSERT_EQ(tq.status, 0) << tq.err;
   auto d = nlohmann::json::parse(dense.out), t = nlohmann::json::parse(tq.out);
@@ -112,7 +90,7 @@ TEST(Cli, TokenizeMatchesReferenceIds) {
   const auto& c = ref.json()["tokenizer"][1];
   fs::path f = fs::temp_directory_path() / "tq_cli_text.txt";
   std::ofstream(f, std::ios::binary) << c["text"].get<std::string>();
-  CmdResult r = run("tokenize --model " + kMicro.string() + " --file " + f.string() + " --json");
+  CmdResult r = run_tqserve("tokenize --model " + kMicro.string() + " --file " + f.string() + " --json");
   fs::remove(f);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["ids"], c["ids"]);
@@ -144,7 +122,7 @@ void edit_header(const fs::path& dir, const std::function<void(nlohmann::ordered
 }
 
 void expect_clean_error(const fs::path& dir, const std::vector<std::string>& needles) {
-  CmdResult r = run("generate --model " + dir.string() + " --prompt hi --max-tokens 2");
+  CmdResult r = run_tqserve("generate --model " + dir.string() + " --prompt hi --max-tokens 2");
   EXPECT_EQ(r.status, 1) << "stderr: " << r.err;
   EXPECT_THAT(r.err, HasSubstr("error: "));
   for (const auto& s : needles) EXPECT_THAT(r.err, HasSubstr(s));
@@ -199,10 +177,10 @@ TEST(CliErrors, CorruptHeaderAndUnsupportedArchitecture) {
 }
 
 TEST(CliErrors, BadIdsAndMissingFiles) {
-  CmdResult r = run("score --model " + kMicro.string() + " --ids 1,x,3");
+  CmdResult r = run_tqserve("score --model " + kMicro.string() + " --ids 1,x,3");
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.err, HasSubstr("token ids"));
-  r = run("generate --model " + kMicro.string() + " --prompt-ids 1,99999 --max-tokens 1");
+  r = run_tqserve("generate --model " + kMicro.string() + " --prompt-ids 1,99999 --max-tokens 1");
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.err, HasSubstr("99999"));
   fs::path d = scratch_model("notok");
@@ -213,7 +191,7 @@ TEST(CliErrors, BadIdsAndMissingFiles) {
 // Every --flag printed by `tqserve <command> --help` appears in the README.
 TEST(Docs, EveryFlagIsInTheReadme) {
   std::string readme = read_file(repo_path("README.md"));
-  CmdResult top = run("--help");
+  CmdResult top = run_tqserve("--help");
   std::regex sub_re(R"(\n  ([a-z][a-z-]+) {2,})");
   std::set<std::string> subs;
   for (auto it = std::sregex_iterator(top.out.begin(), top.out.end(), sub_re);
@@ -223,7 +201,7 @@ TEST(Docs, EveryFlagIsInTheReadme) {
   std::regex flag_re(R"((--[a-z][a-z0-9-]+))");
   for (const auto& s : subs) {
     EXPECT_NE(readme.find("tqserve " + s), std::string::npos) << "README lacks command " << s;
-    CmdResult h = run(s + " --help");
+    CmdResult h = run_tqserve(s + " --help");
     for (auto it = std::sregex_iterator(h.out.begin(), h.out.end(), flag_re);
          it != std::sregex_iterator(); ++it) {
       std::string flag = (*it)[1];

@@ -4,17 +4,15 @@
 // clear errors.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
 
 #include "common/fixtures.h"
+#include "common/serve_process.h"
 #include "io/file.h"
 #include "io/safetensors.h"
 #include "model/model_config.h"
@@ -24,26 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-
-struct CmdResult {
-  int status = -1;
-  std::string out, err;
-};
-
-CmdResult run(const std::string& args) {
-  fs::path err_file = fs::temp_directory_path() / ("tq_mm_err_" + std::to_string(::getpid()));
-  std::string cmd = tqserve_binary().string() + " " + args + " 2>" + err_file.string();
-  CmdResult r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  r.err = read_file(err_file);
-  fs::remove(err_file);
-  return r;
-}
 
 struct TempDir {
   fs::path path;
@@ -58,7 +36,7 @@ const std::string kTok = " --tokenizer-from " + repo_path("models/micro-qwen3").
 
 TEST(MakeModel, TinyModelLoadsAndGenerates) {
   TempDir d("tiny");
-  CmdResult r = run("make-model --like tiny --random --seed 3 --threads 3 --out " + d.path.string() + kTok);
+  CmdResult r = run_tqserve("make-model --like tiny --random --seed 3 --threads 3 --out " + d.path.string() + kTok);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("tiny-shaped"));
   // The project's own loader reads the config and every tensor with the preset's shapes.
@@ -76,7 +54,7 @@ TEST(MakeModel, TinyModelLoadsAndGenerates) {
   EXPECT_EQ(store.get("model.layers.0.self_attn.k_proj.weight").info->dtype, DType::BF16);
   EXPECT_TRUE(fs::exists(d.path / "tokenizer.json"));
 
-  CmdResult g = run("generate --model " + d.path.string() +
+  CmdResult g = run_tqserve("generate --model " + d.path.string() +
                     " --prompt-ids 10,20,30,40 --max-tokens 12 --ignore-eos --json");
   ASSERT_EQ(g.status, 0) << g.err;
   auto j = nlohmann::json::parse(g.out);
@@ -84,15 +62,15 @@ TEST(MakeModel, TinyModelLoadsAndGenerates) {
   ASSERT_EQ(ids.size(), 12u);
   for (int32_t id : ids) EXPECT_TRUE(id >= 0 && id < 8192) << id;
   // A text prompt goes through the copied tokenizer.
-  CmdResult t = run("generate --model " + d.path.string() + " --prompt 'def main():' --max-tokens 4");
+  CmdResult t = run_tqserve("generate --model " + d.path.string() + " --prompt 'def main():' --max-tokens 4");
   EXPECT_EQ(t.status, 0) << t.err;
 }
 
 TEST(MakeModel, DeterministicAcrossThreadsAndSeeded) {
   TempDir a("a"), b("b"), c("c");
-  ASSERT_EQ(run("make-model --like tiny --random --threads 4 --out " + a.path.string() + kTok).status, 0);
-  ASSERT_EQ(run("make-model --like tiny --random --threads 1 --out " + b.path.string() + kTok).status, 0);
-  ASSERT_EQ(run("make-model --like tiny --random --seed 1 --out " + c.path.string() + kTok).status, 0);
+  ASSERT_EQ(run_tqserve("make-model --like tiny --random --threads 4 --out " + a.path.string() + kTok).status, 0);
+  ASSERT_EQ(run_tqserve("make-model --like tiny --random --threads 1 --out " + b.path.string() + kTok).status, 0);
+  ASSERT_EQ(run_tqserve("make-model --like tiny --random --seed 1 --out " + c.path.string() + kTok).status, 0);
   const std::string wa = read_file(a.path / "model.safetensors");
   EXPECT_EQ(wa, read_file(b.path / "model.safetensors"));
   EXPECT_NE(wa, read_file(c.path / "model.safetensors"));
@@ -114,9 +92,9 @@ TEST(MakeModel, OutputsAreFiniteAndDoNotEchoTheInput) {
   // Tied embeddings: the scores of real tokens are finite, and the model is not a degenerate
   // echo (argmax = the input token at every position, as with unit-variance embeddings).
   TempDir d("tied");
-  ASSERT_EQ(run("make-model --like tiny-tied --random --out " + d.path.string() + kTok).status, 0);
+  ASSERT_EQ(run_tqserve("make-model --like tiny-tied --random --out " + d.path.string() + kTok).status, 0);
   EXPECT_TRUE(ModelConfig::from_model_dir(d.path).tie_word_embeddings);
-  CmdResult s = run("score --model " + d.path.string() + " --ids 10,20,30,40,50,60,70,80,90,100 --json");
+  CmdResult s = run_tqserve("score --model " + d.path.string() + " --ids 10,20,30,40,50,60,70,80,90,100 --json");
   ASSERT_EQ(s.status, 0) << s.err;
   auto j = nlohmann::json::parse(s.out);
   const double nll = j["mean_nll"].get<double>();
@@ -131,7 +109,7 @@ TEST(MakeModel, OutputsAreFiniteAndDoNotEchoTheInput) {
 
 TEST(MakeModel, ShardsWithIndexAndLayerOverride) {
   TempDir d("shard");
-  CmdResult r = run("make-model --like tiny --random --layers 3 --shard-gb 0.001 --out " +
+  CmdResult r = run_tqserve("make-model --like tiny --random --layers 3 --shard-gb 0.001 --out " +
                     d.path.string() + kTok);
   ASSERT_EQ(r.status, 0) << r.err;
   ASSERT_TRUE(fs::exists(d.path / "model.safetensors.index.json"));
@@ -139,42 +117,42 @@ TEST(MakeModel, ShardsWithIndexAndLayerOverride) {
   EXPECT_GT(store.files().size(), 3u);
   EXPECT_EQ(store.names().size(), 3u * 11u + 3u);
   EXPECT_EQ(ModelConfig::from_model_dir(d.path).n_layer, 3);
-  CmdResult g = run("generate --model " + d.path.string() + " --prompt-ids 5,6,7 --max-tokens 3 --ignore-eos --json");
+  CmdResult g = run_tqserve("generate --model " + d.path.string() + " --prompt-ids 5,6,7 --max-tokens 3 --ignore-eos --json");
   EXPECT_EQ(g.status, 0) << g.err;
 }
 
 TEST(MakeModel, TokenizerCoversALargerVocab) {
   // Ids past the fixture tokenizer's 8192 decode (Qwen3 presets have 151936 ids).
   TempDir d("vocab");
-  ASSERT_EQ(run("make-model --like tiny --random --vocab 9000 --out " + d.path.string() + kTok).status, 0);
+  ASSERT_EQ(run_tqserve("make-model --like tiny --random --vocab 9000 --out " + d.path.string() + kTok).status, 0);
   EXPECT_EQ(ModelConfig::from_model_dir(d.path).vocab_size, 9000);
-  CmdResult t = run("detokenize --model " + d.path.string() + " --ids 8191,8192,8999");
+  CmdResult t = run_tqserve("detokenize --model " + d.path.string() + " --ids 8191,8192,8999");
   ASSERT_EQ(t.status, 0) << t.err;
   EXPECT_THAT(t.out, HasSubstr("<|extra_008192|><|extra_008999|>"));
-  CmdResult e = run("tokenize --model " + d.path.string() + " --text 'def main():' --json");
-  CmdResult e0 = run("tokenize --model " + repo_path("models/micro-qwen3").string() + " --text 'def main():' --json");
+  CmdResult e = run_tqserve("tokenize --model " + d.path.string() + " --text 'def main():' --json");
+  CmdResult e0 = run_tqserve("tokenize --model " + repo_path("models/micro-qwen3").string() + " --text 'def main():' --json");
   ASSERT_EQ(e.status, 0) << e.err;
   EXPECT_EQ(e.out, e0.out);  // encoding unchanged
-  CmdResult g = run("generate --model " + d.path.string() + " --prompt-ids 8500,8600 --max-tokens 4 --ignore-eos --json");
+  CmdResult g = run_tqserve("generate --model " + d.path.string() + " --prompt-ids 8500,8600 --max-tokens 4 --ignore-eos --json");
   EXPECT_EQ(g.status, 0) << g.err;
 }
 
 TEST(MakeModel, ClearErrors) {
   TempDir d("bad");
-  CmdResult u = run("make-model --like qwen9-huge --random --out " + d.path.string() + kTok);
+  CmdResult u = run_tqserve("make-model --like qwen9-huge --random --out " + d.path.string() + kTok);
   EXPECT_EQ(u.status, 1);
   EXPECT_THAT(u.err, HasSubstr("qwen3-8b"));
-  CmdResult nr = run("make-model --like tiny --out " + d.path.string() + kTok);
+  CmdResult nr = run_tqserve("make-model --like tiny --out " + d.path.string() + kTok);
   EXPECT_EQ(nr.status, 1);
   EXPECT_THAT(nr.err, HasSubstr("--random"));
-  CmdResult first = run("make-model --like tiny --random --out " + d.path.string() + kTok);
+  CmdResult first = run_tqserve("make-model --like tiny --random --out " + d.path.string() + kTok);
   ASSERT_EQ(first.status, 0) << first.err;
-  CmdResult again = run("make-model --like tiny --random --out " + d.path.string() + kTok);
+  CmdResult again = run_tqserve("make-model --like tiny --random --out " + d.path.string() + kTok);
   EXPECT_EQ(again.status, 1);
   EXPECT_THAT(again.err, HasSubstr("--force"));
-  EXPECT_EQ(run("make-model --like tiny --random --force --out " + d.path.string() + kTok).status, 0);
+  EXPECT_EQ(run_tqserve("make-model --like tiny --random --force --out " + d.path.string() + kTok).status, 0);
   // A tokenizer directory without tokenizer.json is refused, naming the file.
-  CmdResult nt = run("make-model --like tiny --random --force --out " + d.path.string() +
+  CmdResult nt = run_tqserve("make-model --like tiny --random --force --out " + d.path.string() +
                      " --tokenizer-from " + d.path.parent_path().string());
   EXPECT_EQ(nt.status, 1);
   EXPECT_THAT(nt.err, HasSubstr("tokenizer.json"));

@@ -1,5 +1,5 @@
-// ServerProcess and the node runner: fork/exec, stderr captured to a temp file, polling for
-// "listening on http://HOST:PORT".
+// ServerProcess (micro-qwen3 by default) and the node runner: the openai npm client installed
+// once under a lock, run as a child process with its output captured to a temp file.
 #include "server_process.h"
 
 #include <fcntl.h>
@@ -13,8 +13,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "common/fixtures.h"
@@ -24,26 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::string temp_path(const std::string& stem) {
-  static int counter = 0;
-  return (fs::temp_directory_path() /
-          (stem + "-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + ".log"))
-      .string();
-}
-
-int wait_status_to_code(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return -1;
-}
-
 bool on_path(const char* tool) {
   std::string cmd = std::string("command -v ") + tool + " >/dev/null 2>&1";
   return std::system(cmd.c_str()) == 0;
@@ -51,73 +29,17 @@ bool on_path(const char* tool) {
 
 fs::path js_dir() { return repo_path("tests/integration/server/js"); }
 
+std::vector<std::string> serve_args(const std::vector<std::string>& args, const std::string& model_dir) {
+  std::vector<std::string> out = {"--model",
+                                  model_dir.empty() ? repo_path("models/micro-qwen3").string() : model_dir};
+  out.insert(out.end(), args.begin(), args.end());
+  return out;
+}
+
 }  // namespace
 
-ServerProcess::ServerProcess(const std::vector<std::string>& args, const std::string& model_dir) {
-  log_path_ = temp_path("tqserve-test");
-  std::vector<std::string> argv = {tqserve_binary().string(), "serve", "--model",
-                                   model_dir.empty() ? repo_path("models/micro-qwen3").string() : model_dir,
-                                   "--port", "0"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  pid_ = fork();
-  if (pid_ == 0) {
-    int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 2);
-    dup2(fd, 1);
-    std::vector<char*> cargv;
-    for (auto& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    execv(cargv[0], cargv.data());
-    _exit(127);
-  }
-  const std::string marker = "listening on http://127.0.0.1:";
-  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < end) {
-    std::string log = read_file(log_path_);
-    size_t p = log.find(marker);
-    if (p != std::string::npos && log.find('\n', p) != std::string::npos) {
-      port_ = std::atoi(log.c_str() + p + marker.size());
-      return;
-    }
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-}
-
-ServerProcess::~ServerProcess() {
-  if (pid_ > 0) {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
-  std::error_code ec;
-  fs::remove(log_path_, ec);
-}
-
-std::string ServerProcess::base_url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-
-std::string ServerProcess::log() const { return read_file(log_path_); }
-
-int ServerProcess::stop(int sig, int timeout_s) {
-  if (pid_ <= 0) return -1;
-  kill(pid_, sig);
-  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  while (std::chrono::steady_clock::now() < end) {
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return wait_status_to_code(status);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  kill(pid_, SIGKILL);
-  waitpid(pid_, nullptr, 0);
-  pid_ = -1;
-  return -1;
-}
+ServerProcess::ServerProcess(const std::vector<std::string>& args, const std::string& model_dir)
+    : ServeProcess(serve_args(args, model_dir)) {}
 
 std::optional<std::string> node_unavailable() {
   if (!on_path("node") || !on_path("npm"))
@@ -133,7 +55,7 @@ std::optional<std::string> node_unavailable() {
     std::string cmd = "cd '" + dir.string() + "' && npm " + how +
                       " --no-audit --no-fund --loglevel=error >npm-install.log 2>&1";
     int rc = std::system(cmd.c_str());
-    if (rc != 0) ADD_FAILURE() << "npm " << how << " failed in " << dir << ":\n" << read_file((dir / "npm-install.log").string());
+    if (rc != 0) ADD_FAILURE() << "npm " << how << " failed in " << dir << ":\n" << read_text((dir / "npm-install.log").string());
   }
   if (fd >= 0) {
     flock(fd, LOCK_UN);
@@ -145,7 +67,7 @@ std::optional<std::string> node_unavailable() {
 NodeResult run_node(const std::string& script, const std::string& base_url,
                     const std::vector<std::string>& args, const std::string& api_key, int timeout_s) {
   NodeResult r;
-  std::string out_path = temp_path("node-out");
+  std::string out_path = unique_temp_path("node-out", ".log");
   pid_t pid = fork();
   if (pid == 0) {
     int fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -165,7 +87,7 @@ NodeResult run_node(const std::string& script, const std::string& base_url,
   int status = 0;
   for (;;) {
     if (waitpid(pid, &status, WNOHANG) == pid) {
-      r.exit_code = wait_status_to_code(status);
+      r.exit_code = wait_exit_code(status);
       break;
     }
     if (std::chrono::steady_clock::now() > end) {
@@ -176,7 +98,7 @@ NodeResult run_node(const std::string& script, const std::string& base_url,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  r.output = read_file(out_path);
+  r.output = read_text(out_path);
   std::error_code ec;
   fs::remove(out_path, ec);
   return r;

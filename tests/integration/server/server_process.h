@@ -1,38 +1,19 @@
-// ServerProcess: a real `tqserve serve` on a free loopback port for the integration tests, and
+// ServerProcess: a real `tqserve serve` (common/serve_process.h) on micro-qwen3 by default, and
 // run_node(): runs one of the openai-client scripts in js/ against it (installing the pinned
 // openai package into js/node_modules on first use).
 #pragma once
-#include <sys/types.h>
-
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/serve_process.h"
+
 namespace tq::test {
 
-class ServerProcess {
+// ServeProcess on models/micro-qwen3 (or `model_dir`) with `args`.
+class ServerProcess : public ServeProcess {
  public:
-  // Starts the server on models/micro-qwen3 (or `model_dir`) with --port 0 plus `args`, and
-  // waits until it prints its listening address. started() is false (and log() says why) if
-  // it did not.
   explicit ServerProcess(const std::vector<std::string>& args, const std::string& model_dir = "");
-  ~ServerProcess();  // SIGKILL if still running
-  ServerProcess(const ServerProcess&) = delete;
-  ServerProcess& operator=(const ServerProcess&) = delete;
-
-  bool started() const { return port_ > 0; }
-  int port() const { return port_; }
-  pid_t pid() const { return pid_; }
-  std::string base_url() const;
-  std::string log() const;  // everything the server wrote to stderr so far
-  // Sends `sig`, waits up to timeout_s; returns the exit status, 128+signal if killed by one,
-  // or -1 on timeout (then SIGKILLed).
-  int stop(int sig, int timeout_s = 30);
-
- private:
-  pid_t pid_ = -1;
-  int port_ = -1;
-  std::string log_path_;
 };
 
 struct NodeResult {
