@@ -4,11 +4,11 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstring>
 
 #include "backend/cpu/cpu_backend.h"
 #include "common/fixtures.h"
 #include "engine/engine_loop.h"
+#include "engine_fixture.h"
 #include "engine/generate.h"
 #include "io/safetensors.h"
 
@@ -29,42 +29,6 @@ std::unique_ptr<EngineLoop> make_engine(int64_t running, int64_t queued, int64_t
   return std::make_unique<EngineLoop>(std::move(model), cfg, std::move(backend));
 }
 
-std::vector<int32_t> ints(const SafetensorsFile& f, const std::string& name) {
-  TensorView v = f.find(name);
-  EXPECT_NE(v.info, nullptr) << name;
-  if (!v.info) return {};
-  std::vector<int32_t> out(size_t(v.info->numel()));
-  std::memcpy(out.data(), v.data, out.size() * sizeof(int32_t));
-  return out;
-}
-
-struct Outcome {
-  std::vector<int32_t> ids;
-  std::vector<EngineEvent> prompt_events;
-  FinishReason reason = FinishReason::Error;
-  int64_t completion_tokens = -1;
-};
-
-Outcome drain(RequestChannel& ch) {
-  Outcome o;
-  std::vector<EngineEvent> evs;
-  for (;;) {
-    if (!ch.wait(evs, 30000ms)) {
-      ADD_FAILURE() << "no event within 30 s";
-      return o;
-    }
-    for (const EngineEvent& e : evs) {
-      if (e.kind == EngineEvent::Kind::Finished) {
-        o.reason = e.reason;
-        o.completion_tokens = e.completion_tokens;
-        return o;
-      }
-      if (e.prompt) o.prompt_events.push_back(e);
-      else o.ids.push_back(e.token);
-    }
-  }
-}
-
 EngineRequest greedy(std::vector<int32_t> prompt, int64_t max_tokens) {
   EngineRequest r;
   r.prompt = std::move(prompt);
@@ -79,14 +43,14 @@ TEST(EngineLoop, GreedyMatchesReferenceAloneAndBatchedWithChunkedPrefill) {
   auto engine = make_engine(16, 16, 37);
   std::vector<std::vector<int32_t>> prompts, want;
   for (int i = 0; i < 4; ++i) {
-    prompts.push_back(ints(ref, "greedy_" + std::to_string(i) + ".ids"));
-    want.push_back(ints(ref, "greedy_" + std::to_string(i) + ".out"));
+    prompts.push_back(reference_ints(ref, "greedy_" + std::to_string(i) + ".ids"));
+    want.push_back(reference_ints(ref, "greedy_" + std::to_string(i) + ".out"));
   }
   std::vector<std::vector<int32_t>> alone;
   for (size_t i = 0; i < prompts.size(); ++i) {
     Submitted s = engine->submit(greedy(prompts[i], 48));
     ASSERT_EQ(s.status, SubmitStatus::Accepted);
-    Outcome o = drain(*s.channel);
+    EngineOutcome o = drain(*s.channel);
     EXPECT_EQ(o.reason, FinishReason::Length);
     EXPECT_EQ(o.ids, want[i]) << "greedy_" << i;
     alone.push_back(o.ids);
@@ -109,7 +73,7 @@ TEST(EngineLoop, GreedyMatchesReferenceAloneAndBatchedWithChunkedPrefill) {
 
 TEST(EngineLoop, PromptLogprobsMatchScore) {
   SafetensorsFile ref(repo_path("models/micro-qwen3/reference/reference.safetensors"));
-  std::vector<int32_t> ids = ints(ref, "logits_1.ids");
+  std::vector<int32_t> ids = reference_ints(ref, "logits_1.ids");
   auto backend = make_cpu_backend();
   auto model = Model::load(repo_path("models/micro-qwen3"), *backend);
   ScoreResult sc = score(*model, ids);
@@ -121,7 +85,7 @@ TEST(EngineLoop, PromptLogprobsMatchScore) {
   r.prompt_logprobs = true;
   Submitted s = engine->submit(r);
   ASSERT_EQ(s.status, SubmitStatus::Accepted);
-  Outcome o = drain(*s.channel);
+  EngineOutcome o = drain(*s.channel);
   EXPECT_EQ(o.reason, FinishReason::Length);
   EXPECT_TRUE(o.ids.empty());
   ASSERT_EQ(o.prompt_events.size(), ids.size());
@@ -149,7 +113,7 @@ TEST(EngineLoop, CancelFreesTheCacheAndAdmissionIsBounded) {
   EXPECT_GT(engine->stats().kv_bytes[0], 0u);
   engine->cancel(b.channel->id());  // queued
   engine->cancel(a.channel->id());  // running
-  Outcome oa = drain(*a.channel), ob = drain(*b.channel);
+  EngineOutcome oa = drain(*a.channel), ob = drain(*b.channel);
   EXPECT_EQ(oa.reason, FinishReason::Cancelled);
   EXPECT_EQ(ob.reason, FinishReason::Cancelled);
   EXPECT_LT(oa.completion_tokens, 3000);
@@ -170,12 +134,12 @@ TEST(EngineLoop, CancelFreesTheCacheAndAdmissionIsBounded) {
 TEST(EngineLoop, StopIdsAndEosEndGeneration) {
   auto engine = make_engine(2, 2, 64);
   Submitted s = engine->submit(greedy({1, 2, 3, 4}, 20));
-  Outcome o = drain(*s.channel);
+  EngineOutcome o = drain(*s.channel);
   ASSERT_EQ(o.ids.size(), 20u);
   EngineRequest r = greedy({1, 2, 3, 4}, 20);
   r.stop_ids = {o.ids[5]};
   Submitted t = engine->submit(r);
-  Outcome p = drain(*t.channel);
+  EngineOutcome p = drain(*t.channel);
   EXPECT_EQ(p.reason, FinishReason::Stop);
   // Generation ends at the first occurrence of that id, which it includes.
   size_t first = std::find(o.ids.begin(), o.ids.end(), o.ids[5]) - o.ids.begin();

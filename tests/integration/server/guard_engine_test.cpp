@@ -5,11 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstring>
 
 #include "backend/cpu/cpu_backend.h"
 #include "common/fixtures.h"
 #include "engine/engine_loop.h"
+#include "engine_fixture.h"
 #include "engine/generate.h"
 #include "io/safetensors.h"
 #include "sched/conversion_lane.h"
@@ -21,56 +21,18 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::vector<int32_t> ints(const SafetensorsFile& f, const std::string& name) {
-  TensorView v = f.find(name);
-  EXPECT_NE(v.info, nullptr) << name;
-  if (!v.info) return {};
-  std::vector<int32_t> out(size_t(v.info->numel()));
-  std::memcpy(out.data(), v.data, out.size() * sizeof(int32_t));
-  return out;
-}
-
-struct Outcome {
-  std::vector<int32_t> ids;
-  FinishReason reason = FinishReason::Cancelled;
-  std::string error, code;
-  bool retryable = false;
-};
-
-Outcome drain(RequestChannel& ch) {
-  Outcome o;
-  std::vector<EngineEvent> evs;
-  for (;;) {
-    if (!ch.wait(evs, 60000ms)) {
-      ADD_FAILURE() << "no event within 60 s";
-      return o;
-    }
-    for (const EngineEvent& e : evs) {
-      if (e.kind == EngineEvent::Kind::Finished) {
-        o.reason = e.reason;
-        o.error = e.error;
-        o.code = e.error_code;
-        o.retryable = e.retryable;
-        return o;
-      }
-      if (!e.prompt) o.ids.push_back(e.token);
-    }
-  }
-}
-
 constexpr int64_t kBudget = 128;  // prefill tokens per step = the guard's largest chunk
 constexpr int64_t kCtx = 4096;
 
 class GuardEngine : public ::testing::Test {
  protected:
   void SetUp() override {
-    SafetensorsFile ref(repo_path("models/micro-qwen3/reference/reference.safetensors"));
-    std::vector<int32_t> doc = ints(ref, "needle_2048_0.ids");
-    std::vector<int32_t> spans = ints(ref, "needle_2048_0.spans");  // [n, 2]
-    ASSERT_GE(spans.size(), 2u);
     // The prompt stops right before the first answer: the model must recall the key.
-    prompt_.assign(doc.begin(), doc.begin() + spans[0]);
-    answer_.assign(doc.begin() + spans[0], doc.begin() + spans[1]);
+    Needle n = read_needle(SafetensorsFile(repo_path("models/micro-qwen3/reference/reference.safetensors")),
+                           "needle_2048_0");
+    ASSERT_FALSE(n.answer.empty());
+    prompt_ = n.prompt;
+    answer_ = n.answer;
     backend_ = make_cpu_backend();
     auto model = Model::load(repo_path("models/micro-qwen3"), *backend_);
     const ModelConfig& c = model->config();
@@ -165,7 +127,7 @@ TEST_F(GuardEngine, EvictionIsTriedFirstThenOneOrganicConversionAndTheAnswerIsRi
   });
   Submitted s = e->submit(request());
   ASSERT_EQ(s.status, SubmitStatus::Accepted) << s.error;
-  Outcome o = drain(*s.channel);
+  EngineOutcome o = drain(*s.channel);
   ASSERT_EQ(o.reason, FinishReason::Length) << o.error;
   EXPECT_EQ(o.ids, answer_) << "the needle was not recalled after the conversion";
   EXPECT_EQ(evict_calls, 1);
@@ -204,7 +166,7 @@ TEST_F(GuardEngine, BusyLaneIsARetryableErrorAndARetrySucceeds) {
     ASSERT_TRUE(other.held());
     Submitted s = e->submit(request());
     ASSERT_EQ(s.status, SubmitStatus::Accepted) << s.error;
-    Outcome o = drain(*s.channel);
+    EngineOutcome o = drain(*s.channel);
     EXPECT_EQ(o.reason, FinishReason::Error);
     EXPECT_EQ(o.code, "conversion_busy");
     EXPECT_TRUE(o.retryable);
@@ -212,7 +174,7 @@ TEST_F(GuardEngine, BusyLaneIsARetryableErrorAndARetrySucceeds) {
   }
   Submitted s = e->submit(request());
   ASSERT_EQ(s.status, SubmitStatus::Accepted);
-  Outcome o = drain(*s.channel);
+  EngineOutcome o = drain(*s.channel);
   ASSERT_EQ(o.reason, FinishReason::Length) << o.error;
   EXPECT_EQ(o.ids, answer_);
   ASSERT_TRUE(e->wait_idle(5000ms));
@@ -264,7 +226,7 @@ TEST_F(GuardEngine, AFailedConversionFailsThatRequestOnlyAndFreesItsCache) {
   EngineLoop e(std::move(model), cfg);
   Submitted s = e.submit(request());
   ASSERT_EQ(s.status, SubmitStatus::Accepted) << s.error;
-  Outcome o = drain(*s.channel);
+  EngineOutcome o = drain(*s.channel);
   EXPECT_EQ(o.reason, FinishReason::Error);
   EXPECT_EQ(o.code, "conversion_failed") << o.error;
   EXPECT_FALSE(o.retryable);
@@ -297,7 +259,7 @@ TEST_F(GuardEngine, SequencesShareOneAccount) {
   Submitted sa = e->submit(a), sb = e->submit(b);
   ASSERT_EQ(sa.status, SubmitStatus::Accepted) << sa.error;
   if (sb.status == SubmitStatus::Accepted) {
-    Outcome ob = drain(*sb.channel);
+    EngineOutcome ob = drain(*sb.channel);
     EXPECT_EQ(ob.reason, FinishReason::Error);
     EXPECT_EQ(ob.code, "memory_pressure") << ob.error;
     EXPECT_TRUE(ob.retryable);

@@ -7,13 +7,13 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
-#include <cstring>
 #include <memory>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "common/fixtures.h"
+#include "engine_fixture.h"
 #include "io/safetensors.h"
 #include "server_process.h"
 
@@ -21,15 +21,6 @@ namespace tq::test {
 namespace {
 
 using json = nlohmann::json;
-
-std::vector<int32_t> ints(const SafetensorsFile& f, const std::string& name) {
-  TensorView v = f.find(name);
-  EXPECT_NE(v.info, nullptr) << name;
-  if (!v.info) return {};
-  std::vector<int32_t> out(size_t(v.info->numel()));
-  std::memcpy(out.data(), v.data, out.size() * sizeof(int32_t));
-  return out;
-}
 
 // A series from /metrics: the first line of that name whose labels contain `label` (-1: none).
 double metric(const ServerProcess& srv, const std::string& name, const std::string& label = "") {
@@ -61,15 +52,13 @@ class GuardServer : public ::testing::Test {
     auto dir = shared_path("models/tiny-qwen3");
     if (!dir) GTEST_SKIP() << "../shared/models/tiny-qwen3 is absent: skipping";
     model_ = dir->string();
-    SafetensorsFile ref(*dir / "reference/reference.safetensors");
-    std::vector<int32_t> doc = ints(ref, "needle_4096_0.ids");
-    std::vector<int32_t> spans = ints(ref, "needle_4096_0.spans");
-    ASSERT_GE(spans.size(), 2u);
     // The prompt stops right before the first answer ("assert KEY == "): the model must
     // recall the value from thousands of tokens back.
-    prompt_.assign(doc.begin(), doc.begin() + spans[0]);
-    answer_.assign(doc.begin() + spans[0], doc.begin() + spans[1]);
-    warm_.assign(doc.begin(), doc.begin() + 300);
+    Needle n = read_needle(SafetensorsFile(*dir / "reference/reference.safetensors"), "needle_4096_0");
+    ASSERT_FALSE(n.answer.empty());
+    prompt_ = n.prompt;
+    answer_ = n.answer;
+    warm_.assign(n.doc.begin(), n.doc.begin() + 300);
   }
 
   std::vector<std::string> args(const std::string& mid, uint64_t limit) const {
@@ -100,10 +89,14 @@ class GuardServer : public ::testing::Test {
     return uint64_t((rss + double(40ull << 20)) / 0.95);
   }
 
-  // A guarded server, warmed like the one the limit was measured on (its step buffers exist).
-  std::unique_ptr<ServerProcess> start_guarded(const std::string& mid, uint64_t limit,
+  // A guarded server on the measured limit (kept in limit_), warmed like the one the limit was
+  // measured on (its step buffers exist); null (and a failure) when either did not start.
+  std::unique_ptr<ServerProcess> start_guarded(const std::string& mid,
                                                const std::vector<std::string>& extra = {}) {
-    auto a = args(mid, limit);
+    limit_ = measure_limit();
+    EXPECT_GT(limit_, 0u);
+    if (limit_ == 0) return nullptr;
+    auto a = args(mid, limit_);
     a.insert(a.end(), extra.begin(), extra.end());
     auto srv = std::make_unique<ServerProcess>(a, model_);
     EXPECT_TRUE(srv->started()) << srv->log();
@@ -115,12 +108,11 @@ class GuardServer : public ::testing::Test {
 
   std::string model_;
   std::vector<int32_t> prompt_, answer_, warm_;
+  uint64_t limit_ = 0;
 };
 
 TEST_F(GuardServer, WithoutMidPrefillTheLongPromptIsA503AndTheServerStaysHealthy) {
-  uint64_t limit = measure_limit();
-  ASSERT_GT(limit, 0u);
-  auto srvp = start_guarded("off", limit);
+  auto srvp = start_guarded("off");
   ASSERT_TRUE(srvp);
   ServerProcess& srv = *srvp;
   auto r = complete(srv, prompt_, int64_t(answer_.size()), /*stream=*/true);
@@ -142,9 +134,7 @@ TEST_F(GuardServer, WithoutMidPrefillTheLongPromptIsA503AndTheServerStaysHealthy
 }
 
 TEST_F(GuardServer, WithMidPrefillItConvertsOnceAndRecallsTheNeedleUnderTheLimit) {
-  uint64_t limit = measure_limit();
-  ASSERT_GT(limit, 0u);
-  auto srvp = start_guarded("on", limit);
+  auto srvp = start_guarded("on");
   ASSERT_TRUE(srvp);
   ServerProcess& srv = *srvp;
   auto r = complete(srv, prompt_, int64_t(answer_.size()), false);
@@ -155,8 +145,8 @@ TEST_F(GuardServer, WithMidPrefillItConvertsOnceAndRecallsTheNeedleUnderTheLimit
   EXPECT_EQ(metric(srv, "tq_guard_organic_conversions_total"), 1);
   EXPECT_GT(metric(srv, "tq_guard_conversion_slices_total"), 0);
   EXPECT_GT(metric(srv, "tq_guard_pressure_samples_total"), 0);
-  EXPECT_LE(metric(srv, "tq_guard_peak_used_bytes"), double(limit));
-  EXPECT_LE(metric(srv, "tq_process_peak_resident_memory_bytes"), double(limit));
+  EXPECT_LE(metric(srv, "tq_guard_peak_used_bytes"), double(limit_));
+  EXPECT_LE(metric(srv, "tq_process_peak_resident_memory_bytes"), double(limit_));
   // The completion is text; the answer's ids decode to the same text through the server.
   httplib::Client cli("127.0.0.1", srv.port());
   json want = {{"model", "tiny-qwen3"}, {"prompt", answer_}, {"max_tokens", 0}, {"echo", true}};
@@ -167,9 +157,7 @@ TEST_F(GuardServer, WithMidPrefillItConvertsOnceAndRecallsTheNeedleUnderTheLimit
 }
 
 TEST_F(GuardServer, ANeededConversionTheLayoutCannotDoIsA400BeforeStreaming) {
-  uint64_t limit = measure_limit();
-  ASSERT_GT(limit, 0u);
-  auto srvp = start_guarded("on", limit, {"--kv-keep-dense", "0,1,2,3,4,5"});  // all stay dense
+  auto srvp = start_guarded("on", {"--kv-keep-dense", "0,1,2,3,4,5"});  // all stay dense
   ASSERT_TRUE(srvp);
   ServerProcess& srv = *srvp;
   auto r = complete(srv, prompt_, int64_t(answer_.size()), /*stream=*/true);

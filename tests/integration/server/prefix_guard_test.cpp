@@ -8,11 +8,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstring>
 
 #include "backend/cpu/cpu_backend.h"
 #include "common/fixtures.h"
 #include "engine/engine_loop.h"
+#include "engine_fixture.h"
 #include "io/safetensors.h"
 #include "sched/conversion_lane.h"
 
@@ -23,63 +23,28 @@ using namespace std::chrono_literals;
 constexpr int64_t kBlock = 128;  // = the prefill budget: chunks and blocks line up
 constexpr int64_t kCtx = 4096;
 
-std::vector<int32_t> ints(const SafetensorsFile& f, const std::string& name) {
-  TensorView v = f.find(name);
-  EXPECT_NE(v.info, nullptr) << name;
-  if (!v.info) return {};
-  std::vector<int32_t> out(size_t(v.info->numel()));
-  std::memcpy(out.data(), v.data, out.size() * sizeof(int32_t));
-  return out;
-}
-
-struct Outcome {
-  std::vector<int32_t> ids;
-  FinishReason reason = FinishReason::Cancelled;
-  std::string code, error;
-  bool retryable = false;
-  int64_t cached = -1;
-};
-
-Outcome run(EngineLoop& e, const std::vector<int32_t>& prompt, int64_t max_tokens) {
+EngineOutcome run(EngineLoop& e, const std::vector<int32_t>& prompt, int64_t max_tokens) {
   EngineRequest r;
   r.prompt = prompt;
   r.max_tokens = max_tokens;
   r.ignore_eos = true;
   Submitted s = e.submit(r);
-  Outcome o;
   EXPECT_EQ(s.status, SubmitStatus::Accepted) << s.error;
-  if (s.status != SubmitStatus::Accepted) return o;
-  std::vector<EngineEvent> evs;
-  for (;;) {
-    if (!s.channel->wait(evs, 60000ms)) {
-      ADD_FAILURE() << "no event within 60 s";
-      return o;
-    }
-    for (const EngineEvent& ev : evs) {
-      if (ev.kind == EngineEvent::Kind::Finished) {
-        o.reason = ev.reason;
-        o.code = ev.error_code;
-        o.error = ev.error;
-        o.retryable = ev.retryable;
-        o.cached = ev.cached_tokens;
-        e.wait_idle(5000ms);
-        return o;
-      }
-      if (!ev.prompt) o.ids.push_back(ev.token);
-    }
-  }
+  if (s.status != SubmitStatus::Accepted) return {};
+  EngineOutcome o = drain(*s.channel);
+  e.wait_idle(5000ms);
+  return o;
 }
 
 class PrefixGuard : public ::testing::Test {
  protected:
   void SetUp() override {
-    SafetensorsFile ref(repo_path("models/micro-qwen3/reference/reference.safetensors"));
-    std::vector<int32_t> doc = ints(ref, "needle_2048_0.ids");
-    std::vector<int32_t> spans = ints(ref, "needle_2048_0.spans");
-    ASSERT_GE(spans.size(), 2u);
-    prompt_.assign(doc.begin(), doc.begin() + spans[0]);  // stops before "KEY == " 's answer
-    answer_.assign(doc.begin() + spans[0], doc.begin() + spans[1]);
-    start_.assign(doc.begin(), doc.begin() + 1000);  // an earlier turn: the document's start
+    Needle n = read_needle(SafetensorsFile(repo_path("models/micro-qwen3/reference/reference.safetensors")),
+                           "needle_2048_0");
+    ASSERT_FALSE(n.answer.empty());
+    prompt_ = n.prompt;  // stops before "KEY == " 's answer
+    answer_ = n.answer;
+    start_.assign(n.doc.begin(), n.doc.begin() + 1000);  // an earlier turn: the document's start
   }
 
   // Pressure is fake RSS above the limit once `pressure_after_` more probe calls have passed
@@ -164,7 +129,7 @@ TEST_F(PrefixGuard, IdleCachedPrefixesAreEvictedFirst) {
   relieved_by_conversion_ = true;
   conversions_armed_ = conversions0;
   pressure_after_ = 1;  // the preflight passes; the prefill meets pressure
-  Outcome o = run(*e, prompt_, int64_t(answer_.size()));
+  EngineOutcome o = run(*e, prompt_, int64_t(answer_.size()));
   pressure_after_ = -1;
   ASSERT_EQ(o.reason, FinishReason::Length) << o.code << ": " << o.error;
   EXPECT_EQ(o.ids, answer_) << "the needle is still recalled";
@@ -181,7 +146,7 @@ TEST_F(PrefixGuard, IdleCachedPrefixesAreEvictedFirst) {
 
 TEST_F(PrefixGuard, ARetryAfterARejectionDoesNotReplayItsRestoredPrefix) {
   // Cold reference: no cache, no pressure.
-  Outcome cold;
+  EngineOutcome cold;
   {
     auto e = engine(false, false, nullptr, {});
     cold = run(*e, prompt_, int64_t(answer_.size()));
@@ -193,7 +158,7 @@ TEST_F(PrefixGuard, ARetryAfterARejectionDoesNotReplayItsRestoredPrefix) {
   const int64_t restored = (int64_t(start_.size()) / kBlock) * kBlock;
   // Starts from the restored prefix, then the guard rejects it (dense, no conversion allowed).
   pressure_after_ = 1;
-  Outcome rejected = run(*e, prompt_, int64_t(answer_.size()));
+  EngineOutcome rejected = run(*e, prompt_, int64_t(answer_.size()));
   pressure_after_ = -1;
   ASSERT_EQ(rejected.reason, FinishReason::Error);
   EXPECT_EQ(rejected.code, "memory_pressure");
@@ -202,7 +167,7 @@ TEST_F(PrefixGuard, ARetryAfterARejectionDoesNotReplayItsRestoredPrefix) {
   // The retry: what is cached now (at least the earlier turn's blocks) plus what it prefills is
   // exactly the prompt, and the answer is the cold one.
   const int64_t prefilled0 = e->stats().prompt_tokens_total;
-  Outcome retry = run(*e, prompt_, int64_t(answer_.size()));
+  EngineOutcome retry = run(*e, prompt_, int64_t(answer_.size()));
   ASSERT_EQ(retry.reason, FinishReason::Length) << retry.code;
   const int64_t prefilled = e->stats().prompt_tokens_total - prefilled0;
   EXPECT_GE(retry.cached, restored);
@@ -225,7 +190,7 @@ TEST_F(PrefixGuard, APrefixConvertedMidPrefillGivesTheColdAnswer) {
     auto m = Model::load(repo_path("models/micro-qwen3"), *be);
     tight_limit_ = m->weight_bytes() + step_workspace_bytes(m->config(), kBlock, kCtx) + (5ull << 20);
   }
-  Outcome cold;
+  EngineOutcome cold;
   uint64_t organic0 = 0;
   {
     auto e = limited(nullptr);
@@ -236,13 +201,13 @@ TEST_F(PrefixGuard, APrefixConvertedMidPrefillGivesTheColdAnswer) {
   }
   auto pc = cache();
   auto e = limited(pc);
-  Outcome first = run(*e, prompt_, int64_t(answer_.size()));
+  EngineOutcome first = run(*e, prompt_, int64_t(answer_.size()));
   ASSERT_EQ(first.reason, FinishReason::Length) << first.code << ": " << first.error;
   EXPECT_EQ(first.ids, cold.ids);
   const int64_t blocks = pc->stats().inserted_blocks;
   EXPECT_GT(blocks, 0);
   EXPECT_LT(blocks * kBlock, int64_t(prompt_.size()) - kBlock) << "the chain stops at the conversion";
-  Outcome hit = run(*e, prompt_, int64_t(answer_.size()));
+  EngineOutcome hit = run(*e, prompt_, int64_t(answer_.size()));
   ASSERT_EQ(hit.reason, FinishReason::Length) << hit.code << ": " << hit.error;
   EXPECT_EQ(hit.cached, blocks * kBlock);
   EXPECT_EQ(hit.ids, cold.ids);
