@@ -24,21 +24,18 @@ ConversionLane& ConversionLane::global() {
 
 LaneTicket ConversionLane::try_acquire(const std::string& owner, uint64_t peak_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (busy_) {
-    ++conflicts_;
-    return LaneTicket();
-  }
-  busy_ = true;
-  reserved_ = peak_bytes;
-  holder_ = owner;
-  ++conversions_;
-  return LaneTicket(this);
+  return take_locked(!busy_, owner, peak_bytes);
 }
 
 LaneTicket ConversionLane::acquire_for(const std::string& owner, uint64_t peak_bytes,
                                        std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!free_cv_.wait_for(lock, timeout, [&] { return !busy_; })) {
+  const bool free = free_cv_.wait_for(lock, timeout, [&] { return !busy_; });
+  return take_locked(free, owner, peak_bytes);
+}
+
+LaneTicket ConversionLane::take_locked(bool free, const std::string& owner, uint64_t peak_bytes) {
+  if (!free) {
     ++conflicts_;
     return LaneTicket();
   }

@@ -53,6 +53,8 @@ class ConversionLane {
 
  private:
   friend class LaneTicket;
+  // Grants the lane to `owner` when `free`, else counts a conflict and returns an empty ticket.
+  LaneTicket take_locked(bool free, const std::string& owner, uint64_t peak_bytes);
   void release();
   mutable std::mutex mu_;
   std::condition_variable free_cv_;
