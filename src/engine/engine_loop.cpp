@@ -1,5 +1,6 @@
 // EngineLoop implementation: the engine thread, one batched forward per step, per-sequence
-// sampling (penalties, EOS masking, logprobs) and event delivery.
+// sampling (penalties, EOS masking, logprobs), prefix-cache hooks and event delivery (the memory
+// guard's part: engine_guard.cpp).
 #include "engine/engine_loop.h"
 
 #include <algorithm>
@@ -20,22 +21,6 @@
 namespace tq {
 
 using Clock = std::chrono::steady_clock;
-
-struct EngineLoop::Seq {
-  Seq(uint64_t id_, EngineRequest r, std::shared_ptr<RequestChannel> c)
-      : id(id_), req(std::move(r)), channel(std::move(c)), sampler(req.sampling) {}
-  uint64_t id;
-  EngineRequest req;
-  std::shared_ptr<RequestChannel> channel;
-  Sampler sampler;
-  KvCache cache;
-  std::unique_ptr<SeqGuard> guard;  // conversions and (when enabled) the prefill guard
-  PrefixLease prefix;       // restored prefix blocks (pinned) and the chain this prefill extends
-  int64_t n_restored = 0;   // prompt tokens restored: the scheduler sees the rest as the prompt
-  int32_t last_token = -1;  // the token the next decode step feeds
-  int64_t n_generated = 0;
-  std::unordered_map<int32_t, int32_t> counts;  // generated id -> count (penalties only)
-};
 
 namespace {
 
@@ -73,22 +58,7 @@ bool contains(const std::vector<int32_t>& v, int32_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
-// Ordinary (after-prefill) conversions wait this long for another engine's conversion.
-constexpr std::chrono::milliseconds kLaneWait{10000};
-
 }  // namespace
-
-const char* guard_rejection_name(GuardRejection r) {
-  switch (r) {
-    case GuardRejection::TooLarge: return "too_large";
-    case GuardRejection::Unsupported: return "unsupported_layout";
-    case GuardRejection::RetryLater: return "retry_later";
-    case GuardRejection::MemoryPressure: return "memory_pressure";
-    case GuardRejection::ConversionBusy: return "conversion_busy";
-    case GuardRejection::ConversionFailed: return "conversion_failed";
-  }
-  return "?";
-}
 
 EngineLoop::EngineLoop(std::unique_ptr<Model> model, const EngineConfig& cfg,
                        std::unique_ptr<Backend> backend)
@@ -133,48 +103,6 @@ KvCache EngineLoop::make_cache(const EngineRequest& req) { return model_->new_ca
 void EngineLoop::set_evict_idle(std::function<uint64_t(uint64_t wanted)> hook) {
   std::lock_guard<std::mutex> lk(mu_);
   guard_opts_.evict = std::move(hook);
-}
-
-Submitted EngineLoop::preflight_locked(int64_t n_tokens) {
-  Submitted r;
-  r.status = SubmitStatus::Accepted;
-  if (!guard_opts_.enabled || guard_limit_ == 0) return r;
-  uint64_t rss = 0, avail = 0;
-  if (guard_opts_.probe) {
-    std::tie(rss, avail) = guard_opts_.probe();
-  } else {
-    if (auto p = read_process_memory()) rss = p->rss_bytes;
-    if (auto h = read_host_memory()) avail = h->available_bytes;
-  }
-  uint64_t accounted = model_->weight_bytes();  // the request's workspace is in its input
-  for (size_t b : stats_.kv_bytes) accounted += b;
-  ConversionLane& lane = guard_opts_.lane ? *guard_opts_.lane : ConversionLane::global();
-  MemorySnapshot now = make_snapshot(accounted, rss, avail, lane.reserved_bytes());
-  TurboQuantSwitches tq{cfg_.kv.turboquant(), guard_opts_.mid_prefill};
-  PreflightResult pf = preflight(guard_opts_.config, guard_limit_, now,
-                                 preflight_input(layout_, model_->config(), n_tokens,
-                                                 guard_opts_.config.chunk, tq));
-  switch (pf.verdict) {
-    case PreflightVerdict::Admit:
-    case PreflightVerdict::AdmitDeferred: return r;
-    case PreflightVerdict::RetryLater:
-      r.status = SubmitStatus::NoMemory;
-      r.code = "memory_pressure";
-      ++stats_.guard.rejections[size_t(GuardRejection::RetryLater)];
-      break;
-    case PreflightVerdict::TooLarge:
-      r.status = SubmitStatus::Invalid;
-      r.code = "memory_limit";
-      ++stats_.guard.rejections[size_t(GuardRejection::TooLarge)];
-      break;
-    case PreflightVerdict::Unsupported:
-      r.status = SubmitStatus::Invalid;
-      r.code = "unsupported_cache_layout";
-      ++stats_.guard.rejections[size_t(GuardRejection::Unsupported)];
-      break;
-  }
-  r.error = pf.message;
-  return r;
 }
 
 Submitted EngineLoop::submit(EngineRequest req) {
@@ -306,14 +234,6 @@ void EngineLoop::finish_error(Seq& s, const RequestError& re) {
   count_rejection(re);
 }
 
-void EngineLoop::count_rejection(const RequestError& e) {
-  GuardRejection r = e.type == "conversion_busy"     ? GuardRejection::ConversionBusy
-                     : e.type == "conversion_failed" ? GuardRejection::ConversionFailed
-                                                     : GuardRejection::MemoryPressure;
-  ++guard_delta_.rejections[size_t(r)];
-  if (r == GuardRejection::ConversionBusy) ++guard_delta_.lane_conflicts;
-}
-
 void EngineLoop::run() {
   for (;;) {
     {
@@ -356,74 +276,6 @@ void EngineLoop::run() {
     }
     if (!plan_.empty()) run_step();
   }
-}
-
-bool EngineLoop::guard_step() {
-  if (!guard_opts_.enabled) return false;
-  bool waited = false;
-  uint64_t total = cache_bytes_total_, approved = 0;
-  size_t w = 0;
-  for (size_t i = 0; i < plan_.items.size(); ++i) {
-    StepItem it = plan_.items[i];
-    Seq* s = step_seqs_[i];
-    if (it.prefill) {
-      SeqGuard& g = *s->guard;
-      const GuardReport before = g.report();
-      const int64_t pressured0 = g.guard()->pressured_samples(), samples0 = g.guard()->samples();
-      const bool converted0 = g.converted();
-      const uint64_t own = s->cache.bytes();
-      // Engine-wide: every other sequence's cache, plus what the items approved before this one
-      // will add in the same step.
-      SeqGuard::Verdict v = g.next_chunk(s->cache, it.n, total - own + approved);
-      total = total - own + s->cache.bytes();  // a conversion shrank it
-      guard_delta_.samples += g.guard()->samples() - samples0;
-      guard_delta_.pressured_samples += g.guard()->pressured_samples() - pressured0;
-      guard_delta_.waits += g.report().waits - before.waits;
-      if (g.report().eviction_tried && !before.eviction_tried) {
-        ++guard_delta_.evictions;
-        guard_delta_.evicted_bytes += g.guard()->evicted_bytes() - before.evicted_bytes;
-      }
-      if (g.converted() && !converted0) {
-        ++guard_delta_.organic_conversions;
-        ++guard_delta_.conversions;
-        guard_delta_.conversion_slices += g.stats().slices;
-        guard_delta_.conversion_seconds += g.stats().seconds;
-        guard_delta_.last_conversion_at_token = g.stats().at_token;
-      }
-      guard_delta_.used_bytes = v.used;
-      guard_delta_.peak_used_bytes = std::max(guard_delta_.peak_used_bytes, g.report().peak_used);
-      if (v.action == GuardAction::Wait) {
-        waited = true;
-        plan_.n_prefill_tokens -= it.n;
-        continue;  // this sequence sits the step out; the others run
-      }
-      if (v.action == GuardAction::Reject) {
-        plan_.n_prefill_tokens -= it.n;
-        // Free the cache before the client hears of it: a retry must find the memory back.
-        s->cache = KvCache{};
-        release_freed_memory();
-        {
-          std::lock_guard<std::mutex> lk(mu_);
-          refresh_kv_bytes_locked();
-        }
-        finish_error(*s, g.error());
-        ended_.push_back(s);
-        continue;
-      }
-      if (v.chunk < it.n) {
-        plan_.n_prefill_tokens -= it.n - v.chunk;
-        it.n = v.chunk;
-        it.last_chunk = false;
-      }
-      approved += g.growth(s->cache, it.n);
-    }
-    plan_.items[w] = it;
-    step_seqs_[w] = s;
-    ++w;
-  }
-  plan_.items.resize(w);
-  step_seqs_.resize(w);
-  return waited;
 }
 
 void EngineLoop::run_step() {
@@ -525,27 +377,6 @@ void EngineLoop::run_step() {
   if (!ended_.empty() && guard_opts_.enabled) release_freed_memory();
 }
 
-void EngineLoop::merge_guard_stats_locked() {
-  if (!guard_opts_.enabled && guard_delta_.conversions == 0) return;
-  GuardStats& g = stats_.guard;
-  const GuardStats& d = guard_delta_;
-  g.samples += d.samples;
-  g.pressured_samples += d.pressured_samples;
-  g.waits += d.waits;
-  g.evictions += d.evictions;
-  g.evicted_bytes += d.evicted_bytes;
-  g.organic_conversions += d.organic_conversions;
-  g.conversion_slices += d.conversion_slices;
-  g.conversion_seconds += d.conversion_seconds;
-  if (d.last_conversion_at_token) g.last_conversion_at_token = d.last_conversion_at_token;
-  g.conversions += d.conversions;
-  g.lane_conflicts += d.lane_conflicts;
-  for (int k = 0; k < kGuardRejections; ++k) g.rejections[size_t(k)] += d.rejections[size_t(k)];
-  if (d.used_bytes) g.used_bytes = d.used_bytes;
-  g.peak_used_bytes = std::max(g.peak_used_bytes, d.peak_used_bytes);
-  guard_delta_ = GuardStats{};
-}
-
 bool EngineLoop::restore_prefix(Seq& s) {
   if (s.n_restored == 0) return true;
   int64_t t0 = 0;
@@ -603,17 +434,6 @@ void EngineLoop::add_prefix_block(Seq& s, const StepItem& it) {
   } catch (const std::exception&) {
     s.prefix.extending = false;  // a snapshot that failed costs the cache, not the request
   }
-}
-
-bool EngineLoop::convert_after_prefill(Seq& s) {
-  // Serialized with every other conversion of the process; bounded, so waiting is fine here.
-  if (s.guard->convert(s.cache, "after_prefill", kLaneWait)) {
-    ++guard_delta_.conversions;
-    return true;
-  }
-  // Fail closed: the cache was discarded; this request ends, no other.
-  finish_error(s, s.guard->error());
-  return false;
 }
 
 void EngineLoop::emit_prompt_logprobs(Seq& s, const float* rows, int64_t begin, int64_t n) {

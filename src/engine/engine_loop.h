@@ -132,7 +132,22 @@ class EngineLoop {
   void set_evict_idle(std::function<uint64_t(uint64_t wanted)> hook);
 
  private:
-  struct Seq;
+  // One request in the engine (engine_loop.cpp and engine_guard.cpp).
+  struct Seq {
+    Seq(uint64_t id_, EngineRequest r, std::shared_ptr<RequestChannel> c)
+        : id(id_), req(std::move(r)), channel(std::move(c)), sampler(req.sampling) {}
+    uint64_t id;
+    EngineRequest req;
+    std::shared_ptr<RequestChannel> channel;
+    Sampler sampler;
+    KvCache cache;
+    std::unique_ptr<SeqGuard> guard;  // conversions and (when enabled) the prefill guard
+    PrefixLease prefix;       // restored prefix blocks (pinned) and the chain this prefill extends
+    int64_t n_restored = 0;   // prompt tokens restored: the scheduler sees the rest as the prompt
+    int32_t last_token = -1;  // the token the next decode step feeds
+    int64_t n_generated = 0;
+    std::unordered_map<int32_t, int32_t> counts;  // generated id -> count (penalties only)
+  };
   void run();
   // The one place caches are made: a KV policy (e.g. TurboQuant compression) plugs in here.
   KvCache make_cache(const EngineRequest& req);
