@@ -45,6 +45,12 @@ PrefixCacheConfig cfg(uint64_t ram = 1 << 20) {
   c.ram_bytes = ram;
   return c;
 }
+// cfg() with an SSD tier in `dir`.
+PrefixCacheConfig ssd_cfg(const fs::path& dir, uint64_t ram = 1 << 20) {
+  PrefixCacheConfig c = cfg(ram);
+  c.dir = dir.string();
+  return c;
+}
 
 TEST(ChainHash, KeysNameTheWholePrefix) {
   BlockHash fp1{}, fp2{};
@@ -182,8 +188,7 @@ TEST(PrefixCache, PinnedBlocksAreNeverEvicted) {
 
 TEST(PrefixSsd, BlocksSurviveARestartAndVerify) {
   fs::path dir = temp_dir("restart");
-  auto c = cfg();
-  c.dir = dir.string();
+  auto c = ssd_cfg(dir);
   auto prompt = tokens(3 * B + 1, 5);
   {
     auto pc = PrefixCache::create(c, "m");
@@ -206,8 +211,7 @@ TEST(PrefixSsd, BlocksSurviveARestartAndVerify) {
 
 TEST(PrefixSsd, DamagedFilesAreRemovedAndNeverServed) {
   fs::path dir = temp_dir("damaged");
-  auto c = cfg();
-  c.dir = dir.string();
+  auto c = ssd_cfg(dir);
   auto prompt = tokens(4 * B, 6);
   std::vector<fs::path> files;
   BlockHash keys[4];
@@ -259,8 +263,7 @@ TEST(PrefixSsd, DamagedFilesAreRemovedAndNeverServed) {
 
 TEST(PrefixSsd, AnotherModelsFilesAreIncompatible) {
   fs::path dir = temp_dir("incompatible");
-  auto c = cfg();
-  c.dir = dir.string();
+  auto c = ssd_cfg(dir);
   auto prompt = tokens(2 * B, 7);
   {
     auto pc = PrefixCache::create(c, "model A");
@@ -275,8 +278,7 @@ TEST(PrefixSsd, AnotherModelsFilesAreIncompatible) {
 
 TEST(PrefixSsd, DiskBoundHolds) {
   fs::path dir = temp_dir("bound");
-  auto c = cfg();
-  c.dir = dir.string();
+  auto c = ssd_cfg(dir);
   const uint64_t file_bytes = kBlockFileHeader + B * 4 + 2000;
   c.disk_bytes = 5 * file_bytes;
   auto pc = PrefixCache::create(c, "m");
@@ -294,8 +296,7 @@ TEST(PrefixSsd, DiskBoundHolds) {
 
 TEST(PrefixSsd, WriterQueueBoundHoldsUnderABurst) {
   fs::path dir = temp_dir("burst");
-  auto c = cfg(64 << 20);
-  c.dir = dir.string();
+  auto c = ssd_cfg(dir, 64 << 20);
   const size_t pb = 100000;
   const uint64_t block_bytes = pb + B * 4 + 128;
   c.writer_queue_bytes = 5 * block_bytes / 2;  // room for two blocks
