@@ -158,11 +158,12 @@ class GuardHttp : public ::testing::Test {
   int64_t answer_n_ = 0;
 };
 
-// (c) tiny-qwen3's dense KV is 12 KiB per token: the prompt's ~4000 tokens take 48 MiB dense, and
-// the unrelated earlier request leaves 3 idle blocks (9 MiB) in the prefix cache. The limit gives
+// (c) tiny-qwen3's dense KV is 12 KiB per token: the prompt's ~4000 tokens take 48 MiB dense
+// (52 MiB while the cache doubles), and every block it adds keeps a copy in the prefix cache. The
+// unrelated earlier request leaves idle blocks behind (12 MiB with the warm-up's). The limit gives
 // the prompt 44 MiB above a warm server's RSS: it fits compressed, not dense. Under sustained
-// pressure the guard evicts idle cached blocks first, then converts once; the answer is the
-// unpressured server's.
+// pressure the guard evicts idle cached blocks first, then converts once; the needle is recalled
+// and the evicted chain is gone. (TQ_GUARD_HTTP_EXTRA=--no-prefix-cache makes it fail.)
 TEST_F(GuardHttp, IdleCachedPrefixesAreEvictedBeforeTheConversion) {
   uint64_t limit = 0;
   {
@@ -289,6 +290,7 @@ TEST_F(GuardHttp, ARetryAfterAMidPrefillRejectionDoesNotReplayItsRestoredPrefix)
   EXPECT_EQ(j["usage"]["prompt_tokens"], int64_t(prompt_.size()));
   EXPECT_EQ(j["choices"][0]["text"], cold);
 }
+
 
 }  // namespace
 }  // namespace tq::test
