@@ -1,11 +1,13 @@
 // ServeProcess and run_tqserve(): fork/exec (or popen) of the built binary, output captured to
-// temp files, polling for "listening on http://127.0.0.1:PORT".
+// temp files, polling for "listening on http://127.0.0.1:PORT"; /metrics read with cpp-httplib.
 #include "common/serve_process.h"
 
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <httplib.h>
 
 #include <array>
 #include <chrono>
@@ -100,6 +102,22 @@ int ServeProcess::stop(int sig, int timeout_s) {
   kill(pid_, SIGKILL);
   waitpid(pid_, nullptr, 0);
   pid_ = -1;
+  return -1;
+}
+
+double ServeProcess::metric(const std::string& name, const std::vector<std::string>& labels) const {
+  httplib::Client cli("127.0.0.1", port_);
+  cli.set_read_timeout(120, 0);
+  auto res = cli.Get("/metrics");
+  if (!res) return -1;
+  std::istringstream in(res->body);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(name, 0) != 0 || line.size() <= name.size()) continue;
+    if (line[name.size()] != ' ' && line[name.size()] != '{') continue;
+    bool all = true;
+    for (const std::string& l : labels) all = all && line.find(l) != std::string::npos;
+    if (all) return std::stod(line.substr(line.rfind(' ') + 1));
+  }
   return -1;
 }
 

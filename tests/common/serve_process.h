@@ -25,6 +25,9 @@ class ServeProcess {
   // Sends `sig`, waits up to timeout_s; returns the exit status, 128+signal if killed by one,
   // or -1 on timeout (then SIGKILLed).
   int stop(int sig = 15, int timeout_s = 30);
+  // A /metrics series: the value of the first line named `name` (labels included or not) whose
+  // labels contain every string of `labels`; -1 when there is none or no reply.
+  double metric(const std::string& name, const std::vector<std::string>& labels = {}) const;
 
  private:
   pid_t pid_ = -1;

@@ -3,7 +3,6 @@
 
 #include <httplib.h>
 
-#include <sstream>
 
 #include "common/fixtures.h"
 
@@ -59,15 +58,6 @@ HttpReply complete(const PoolServer& s, const std::string& model, int max_tokens
   nlohmann::json req = {{"model", model}, {"prompt", "def fibonacci(n):"}, {"max_tokens", max_tokens},
                         {"temperature", 0}, {"ignore_eos", true}};
   return http(s, "POST", "/v1/completions", req.dump());
-}
-
-double metric(const PoolServer& s, const std::string& series) {
-  HttpReply r = http(s, "GET", "/metrics");
-  std::istringstream in(r.body);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  return -1;
 }
 
 }  // namespace tq::test

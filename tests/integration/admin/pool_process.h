@@ -44,7 +44,4 @@ HttpReply http(const PoolServer& s, const std::string& method, const std::string
 // POST /v1/completions for `model` (greedy, `max_tokens` tokens, EOS ignored).
 HttpReply complete(const PoolServer& s, const std::string& model, int max_tokens = 4);
 
-// The value of one /metrics series (the full line prefix, labels included), or -1 when absent.
-double metric(const PoolServer& s, const std::string& series);
-
 }  // namespace tq::test

@@ -38,14 +38,14 @@ TEST(ModelPool, AlternatingModelsUnderALimitThatFitsOneBothSucceed) {
     EXPECT_EQ(j["usage"]["completion_tokens"], 4);
   }
   // Each switch evicted the other model: three LRU evictions, four loads.
-  EXPECT_EQ(metric(srv, "tq_pool_evictions_total{reason=\"lru\"}"), 3) << srv.log();
-  EXPECT_EQ(metric(srv, "tq_pool_loads_total"), 4);
-  EXPECT_EQ(metric(srv, "tq_pool_model_loaded{model=\"tiny\",state=\"loaded\"}"), 1);
-  EXPECT_EQ(metric(srv, "tq_pool_model_loaded{model=\"micro\",state=\"unloaded\"}"), 0);
+  EXPECT_EQ(srv.metric("tq_pool_evictions_total{reason=\"lru\"}"), 3) << srv.log();
+  EXPECT_EQ(srv.metric("tq_pool_loads_total"), 4);
+  EXPECT_EQ(srv.metric("tq_pool_model_loaded{model=\"tiny\",state=\"loaded\"}"), 1);
+  EXPECT_EQ(srv.metric("tq_pool_model_loaded{model=\"micro\",state=\"unloaded\"}"), 0);
   // The models list does not load anything.
   auto models = http(srv, "GET", "/v1/models").json();
   ASSERT_EQ(models["data"].size(), 2u);
-  EXPECT_EQ(metric(srv, "tq_pool_loads_total"), 4);
+  EXPECT_EQ(srv.metric("tq_pool_loads_total"), 4);
   // max_model_len is known for the loaded model only (tiny-qwen3/config.json: 32768 positions).
   for (const auto& m : models["data"]) {
     if (m["id"] == "tiny") EXPECT_EQ(m["max_model_len"], 32768) << m;
@@ -63,13 +63,13 @@ TEST(ModelPool, PinnedModelIsNotEvictedAndTheOtherGetsARetryable503) {
   auto err = r.json()["error"];
   EXPECT_EQ(err["code"], "model_pool_full");
   EXPECT_NE(err["message"].get<std::string>().find("'micro' (pinned)"), std::string::npos) << err;
-  EXPECT_EQ(metric(srv, "tq_pool_evictions_total{reason=\"lru\"}"), 0);
-  EXPECT_EQ(metric(srv, "tq_pool_busy_total{reason=\"no_room\"}"), 1);
+  EXPECT_EQ(srv.metric("tq_pool_evictions_total{reason=\"lru\"}"), 0);
+  EXPECT_EQ(srv.metric("tq_pool_busy_total{reason=\"no_room\"}"), 1);
   // micro still answers; unpinned, it makes room for tiny.
   EXPECT_EQ(complete(srv, "micro").status, 200);
   ASSERT_EQ(http(srv, "POST", "/admin/api/models/micro/unpin").status, 200);
   EXPECT_EQ(complete(srv, "tiny").status, 200);
-  EXPECT_EQ(metric(srv, "tq_pool_evictions_total{reason=\"lru\"}"), 1);
+  EXPECT_EQ(srv.metric("tq_pool_evictions_total{reason=\"lru\"}"), 1);
 }
 
 TEST(ModelPool, AModelWithARequestInFlightIsNotEvicted) {
@@ -111,7 +111,7 @@ TEST(ModelPool, AModelWithARequestInFlightIsNotEvicted) {
   // Once the client is gone its request ends and micro is idle: now it makes room for tiny.
   ASSERT_TRUE(until([&] { return http(srv, "GET", "/admin/api/models/micro").json()["in_flight"] == 0; }));
   EXPECT_EQ(complete(srv, "tiny").status, 200);
-  EXPECT_EQ(metric(srv, "tq_pool_evictions_total{reason=\"lru\"}"), 1);
+  EXPECT_EQ(srv.metric("tq_pool_evictions_total{reason=\"lru\"}"), 1);
 }
 
 TEST(ModelPool, LoadFailureNamesItsCauseAndIsRetriedOnceTheCauseIsGone) {
@@ -135,7 +135,7 @@ TEST(ModelPool, LoadFailureNamesItsCauseAndIsRetriedOnceTheCauseIsGone) {
   auto m = http(srv, "GET", "/admin/api/models/broken").json();
   EXPECT_EQ(m["state"], "failed");
   EXPECT_NE(m["error"].get<std::string>().find("tokenizer.json"), std::string::npos);
-  EXPECT_EQ(metric(srv, "tq_pool_load_failures_total"), 1);
+  EXPECT_EQ(srv.metric("tq_pool_load_failures_total"), 1);
 
   fs::create_symlink(src / "tokenizer.json", broken / "tokenizer.json");  // the cause is gone
   r = complete(srv, "broken");
@@ -243,7 +243,7 @@ TEST(ModelPool, ExplicitLoadUnloadAndUnknownModels) {
   r = http(srv, "POST", "/admin/api/models/tiny/unload");
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(r.json()["state"], "unloaded");
-  EXPECT_EQ(metric(srv, "tq_pool_unloads_total"), 1);
+  EXPECT_EQ(srv.metric("tq_pool_unloads_total"), 1);
   EXPECT_EQ(http(srv, "POST", "/admin/api/models/nope/load").status, 404);
   EXPECT_EQ(complete(srv, "nope").status, 404);
 }

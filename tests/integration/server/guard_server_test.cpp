@@ -8,7 +8,6 @@
 #include <httplib.h>
 
 #include <memory>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -21,21 +20,6 @@ namespace tq::test {
 namespace {
 
 using json = nlohmann::json;
-
-// A series from /metrics: the first line of that name whose labels contain `label` (-1: none).
-double metric(const ServerProcess& srv, const std::string& name, const std::string& label = "") {
-  httplib::Client cli("127.0.0.1", srv.port());
-  auto res = cli.Get("/metrics");
-  if (!res) return -1;
-  std::istringstream in(res->body);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(name, 0) != 0 || line.size() <= name.size()) continue;
-    if (line[name.size()] != ' ' && line[name.size()] != '{') continue;
-    if (!label.empty() && line.find(label) == std::string::npos) continue;
-    return std::stod(line.substr(line.rfind(' ') + 1));
-  }
-  return -1;
-}
 
 httplib::Result complete(const ServerProcess& srv, const std::vector<int32_t>& prompt,
                          int64_t max_tokens, bool stream) {
@@ -84,7 +68,7 @@ class GuardServer : public ::testing::Test {
     if (!free_srv.started()) return 0;
     auto r = complete(free_srv, warm_, 2, false);
     EXPECT_TRUE(r && r->status == 200);
-    double rss = metric(free_srv, "tq_process_resident_memory_bytes");
+    double rss = free_srv.metric("tq_process_resident_memory_bytes");
     EXPECT_GT(rss, 0);
     return uint64_t((rss + double(40ull << 20)) / 0.95);
   }
@@ -130,7 +114,7 @@ TEST_F(GuardServer, WithoutMidPrefillTheLongPromptIsA503AndTheServerStaysHealthy
   auto h = cli.Get("/health");
   ASSERT_TRUE(h);
   EXPECT_EQ(h->status, 200);
-  EXPECT_EQ(metric(srv, "tq_guard_rejections_total", "reason=\"retry_later\""), 1);
+  EXPECT_EQ(srv.metric("tq_guard_rejections_total", {"reason=\"retry_later\""}), 1);
 }
 
 TEST_F(GuardServer, WithMidPrefillItConvertsOnceAndRecallsTheNeedleUnderTheLimit) {
@@ -142,11 +126,11 @@ TEST_F(GuardServer, WithMidPrefillItConvertsOnceAndRecallsTheNeedleUnderTheLimit
   ASSERT_EQ(r->status, 200) << r->body;
   json j = json::parse(r->body);
   EXPECT_EQ(j["usage"]["prompt_tokens"].get<int64_t>(), int64_t(prompt_.size()));
-  EXPECT_EQ(metric(srv, "tq_guard_organic_conversions_total"), 1);
-  EXPECT_GT(metric(srv, "tq_guard_conversion_slices_total"), 0);
-  EXPECT_GT(metric(srv, "tq_guard_pressure_samples_total"), 0);
-  EXPECT_LE(metric(srv, "tq_guard_peak_used_bytes"), double(limit_));
-  EXPECT_LE(metric(srv, "tq_process_peak_resident_memory_bytes"), double(limit_));
+  EXPECT_EQ(srv.metric("tq_guard_organic_conversions_total"), 1);
+  EXPECT_GT(srv.metric("tq_guard_conversion_slices_total"), 0);
+  EXPECT_GT(srv.metric("tq_guard_pressure_samples_total"), 0);
+  EXPECT_LE(srv.metric("tq_guard_peak_used_bytes"), double(limit_));
+  EXPECT_LE(srv.metric("tq_process_peak_resident_memory_bytes"), double(limit_));
   // The completion is text; the answer's ids decode to the same text through the server.
   httplib::Client cli("127.0.0.1", srv.port());
   json want = {{"model", "tiny-qwen3"}, {"prompt", answer_}, {"max_tokens", 0}, {"echo", true}};
@@ -165,7 +149,7 @@ TEST_F(GuardServer, ANeededConversionTheLayoutCannotDoIsA400BeforeStreaming) {
   EXPECT_EQ(r->status, 400) << r->body;
   EXPECT_EQ(r->body.find("data:"), std::string::npos);
   EXPECT_EQ(json::parse(r->body)["error"]["code"], "unsupported_cache_layout");
-  EXPECT_EQ(metric(srv, "tq_guard_rejections_total", "reason=\"unsupported_layout\""), 1);
+  EXPECT_EQ(srv.metric("tq_guard_rejections_total", {"reason=\"unsupported_layout\""}), 1);
 }
 
 }  // namespace
