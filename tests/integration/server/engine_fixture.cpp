@@ -16,7 +16,8 @@ std::vector<int32_t> reference_ints(const SafetensorsFile& ref, const std::strin
   return out;
 }
 
-Needle read_needle(const SafetensorsFile& ref, const std::string& name) {
+Needle read_needle(const std::filesystem::path& model_dir, const std::string& name) {
+  SafetensorsFile ref(model_dir / "reference/reference.safetensors");
   Needle n;
   n.doc = reference_ints(ref, name + ".ids");
   std::vector<int32_t> spans = reference_ints(ref, name + ".spans");  // [n, 2]

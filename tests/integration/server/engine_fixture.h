@@ -3,6 +3,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -14,13 +15,14 @@ namespace tq::test {
 // The I32 tensor `name` of a reference file; empty (and a test failure) when it is absent.
 std::vector<int32_t> reference_ints(const SafetensorsFile& ref, const std::string& name);
 
-// A needle document "needle_<L>_<J>": its ids, the prompt that stops right before the first
-// answer (the model must recall the key from far back) and that answer. prompt and answer are
-// empty (and the test has failed) when the document has no answer span.
+// A needle document "needle_<L>_<J>" of a model fixture's reference/reference.safetensors: its
+// ids, the prompt that stops right before the first answer (the model must recall the key from
+// far back) and that answer. prompt and answer are empty (and the test has failed) when the
+// document has no answer span.
 struct Needle {
   std::vector<int32_t> doc, prompt, answer;
 };
-Needle read_needle(const SafetensorsFile& ref, const std::string& name);
+Needle read_needle(const std::filesystem::path& model_dir, const std::string& name);
 
 // Everything one request produced, up to its Finished event.
 struct EngineOutcome {

@@ -28,8 +28,7 @@ class GuardEngine : public ::testing::Test {
  protected:
   void SetUp() override {
     // The prompt stops right before the first answer: the model must recall the key.
-    Needle n = read_needle(SafetensorsFile(repo_path("models/micro-qwen3/reference/reference.safetensors")),
-                           "needle_2048_0");
+    Needle n = read_needle(repo_path("models/micro-qwen3"), "needle_2048_0");
     ASSERT_FALSE(n.answer.empty());
     prompt_ = n.prompt;
     answer_ = n.answer;

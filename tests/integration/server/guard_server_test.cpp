@@ -38,7 +38,7 @@ class GuardServer : public ::testing::Test {
     model_ = dir->string();
     // The prompt stops right before the first answer ("assert KEY == "): the model must
     // recall the value from thousands of tokens back.
-    Needle n = read_needle(SafetensorsFile(*dir / "reference/reference.safetensors"), "needle_4096_0");
+    Needle n = read_needle(*dir, "needle_4096_0");
     ASSERT_FALSE(n.answer.empty());
     prompt_ = n.prompt;
     answer_ = n.answer;

@@ -39,8 +39,7 @@ EngineOutcome run(EngineLoop& e, const std::vector<int32_t>& prompt, int64_t max
 class PrefixGuard : public ::testing::Test {
  protected:
   void SetUp() override {
-    Needle n = read_needle(SafetensorsFile(repo_path("models/micro-qwen3/reference/reference.safetensors")),
-                           "needle_2048_0");
+    Needle n = read_needle(repo_path("models/micro-qwen3"), "needle_2048_0");
     ASSERT_FALSE(n.answer.empty());
     prompt_ = n.prompt;  // stops before "KEY == " 's answer
     answer_ = n.answer;
