@@ -28,7 +28,7 @@ const char* guard_rejection_name(GuardRejection r) {
   return "?";
 }
 
-Submitted EngineLoop::preflight_locked(int64_t n_tokens) {
+Submitted EngineLoop::preflight_locked(int64_t n_tokens, uint64_t* shortfall, uint64_t kept_copies) {
   Submitted r;
   r.status = SubmitStatus::Accepted;
   if (!guard_opts_.enabled || guard_limit_ == 0) return r;
@@ -47,6 +47,13 @@ Submitted EngineLoop::preflight_locked(int64_t n_tokens) {
   PreflightResult pf = preflight(guard_opts_.config, guard_limit_, now,
                                  preflight_input(layout_, model_->config(), n_tokens,
                                                  guard_opts_.config.chunk, tq));
+  if (shortfall && pf.shortfall > 0 && guard_opts_.evict) {
+    // The caller evicts idle memory, then asks again. Ask for the prefix-cache copies the
+    // prefill will keep too, so that its own blocks do not need the guard's one eviction.
+    *shortfall = pf.shortfall + kept_copies;
+    r.status = SubmitStatus::NoMemory;
+    return r;
+  }
   switch (pf.verdict) {
     case PreflightVerdict::Admit:
     case PreflightVerdict::AdmitDeferred: return r;
@@ -94,7 +101,9 @@ bool EngineLoop::guard_step() {
       const uint64_t own = s->cache.bytes();
       // Engine-wide: every other sequence's cache, plus what the items approved before this one
       // will add in the same step.
-      SeqGuard::Verdict v = g.next_chunk(s->cache, it.n, total - own + approved);
+      if (!s->prefix.extending) g.stop_copies();  // the chain ended: no more block copies
+      const int64_t rest = int64_t(s->req.prompt.size()) - s->cache.n_tokens();
+      SeqGuard::Verdict v = g.next_chunk(s->cache, it.n, total - own + approved, rest);
       total = total - own + s->cache.bytes();  // a conversion shrank it
       guard_delta_.samples += g.guard()->samples() - samples0;
       guard_delta_.pressured_samples += g.guard()->pressured_samples() - pressured0;

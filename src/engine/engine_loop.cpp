@@ -100,6 +100,11 @@ EngineLoop::~EngineLoop() {
 
 KvCache EngineLoop::make_cache(const EngineRequest& req) { return model_->new_cache(); }
 
+uint64_t EngineLoop::prefix_block_bytes() const {
+  if (!cfg_.prefix_cache) return 0;
+  return tq::prefix_block_bytes(layout_, cfg_.prefix_cache->block_tokens(), int(model_->config().n_layer));
+}
+
 void EngineLoop::set_evict_idle(std::function<uint64_t(uint64_t wanted)> hook) {
   std::lock_guard<std::mutex> lk(mu_);
   guard_opts_.evict = std::move(hook);
@@ -130,12 +135,36 @@ Submitted EngineLoop::submit(EngineRequest req) {
     lease = cfg_.prefix_cache->acquire(req.prompt, req.prompt_logprobs ? 0 : n_prompt - 1);
   const int64_t n_restored = lease.restored_tokens();
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::unique_lock<std::mutex> lk(mu_);
     if (shutting_down_) {
       r.status = SubmitStatus::ShuttingDown;
       return r;
     }
-    Submitted pf = preflight_locked(n_prompt + req.max_tokens);
+    uint64_t shortfall = 0, copies = 0;
+    if (cfg_.prefix_cache && lease.extending) {
+      const int64_t B = cfg_.prefix_cache->block_tokens();
+      copies = std::min(uint64_t(n_prompt / B - n_restored / B) * prefix_block_bytes(),
+                        cfg_.prefix_cache->config().ram_bytes);
+    }
+    Submitted pf = preflight_locked(n_prompt + req.max_tokens, &shortfall, copies);
+    if (shortfall > 0) {
+      // Idle cached prefixes (and idle models) count in RSS: evict them before answering
+      // "retry later", or every retry would get the same answer. The hook takes its own locks
+      // and may unload a model, so not under mu_.
+      auto evict = guard_opts_.evict;
+      lk.unlock();
+      const uint64_t freed = evict(shortfall);
+      release_freed_memory();
+      lk.lock();
+      ++stats_.guard.evictions;
+      ++stats_.guard.preflight_evictions;
+      stats_.guard.evicted_bytes += freed;
+      if (shutting_down_) {
+        r.status = SubmitStatus::ShuttingDown;
+        return r;
+      }
+      pf = preflight_locked(n_prompt + req.max_tokens);
+    }
     if (pf.status != SubmitStatus::Accepted) return pf;
     uint64_t id = next_id_++;
     Admission a = sched_.admit(id, n_prompt - n_restored);
@@ -257,6 +286,10 @@ void EngineLoop::run() {
         Seq& s = *seqs_.at(id);
         s.cache = make_cache(s.req);
         s.guard = std::make_unique<SeqGuard>(*model_, cfg_.kv, guard_opts_, guard_limit_);
+        if (cfg_.prefix_cache && s.prefix.extending) {  // the blocks its prefill adds stay in RAM
+          const int64_t B = cfg_.prefix_cache->block_tokens();
+          s.guard->set_kept_copies(B, prefix_block_bytes(), [pc = cfg_.prefix_cache] { return pc->ram_room(); });
+        }
         if (!restore_prefix(s)) {  // fail closed: the request ends, its plan item goes
           std::erase_if(plan_.items, [&](const StepItem& it) {
             if (it.id == id) plan_.n_prefill_tokens -= it.n;

@@ -74,7 +74,8 @@ struct GuardStats {
   uint64_t workspace_bytes = 0;      // step workspace the engine accounts
   uint64_t conversion_reserved_bytes = 0;  // the lane's reservation now (any engine's)
   int64_t samples = 0, pressured_samples = 0, waits = 0;
-  int64_t evictions = 0;
+  int64_t evictions = 0;             // all of them, preflight_evictions included
+  int64_t preflight_evictions = 0;   // at submit, before a "retry later" verdict
   uint64_t evicted_bytes = 0;
   int64_t organic_conversions = 0, conversion_slices = 0;
   double conversion_seconds = 0;
@@ -167,7 +168,12 @@ class EngineLoop {
   void add_prefix_block(Seq& s, const StepItem& it);
   void finish_error(Seq& s, const RequestError& e);
   // Preflight of a request of n_tokens at submit (caller holds mu_); Accepted when admitted.
-  Submitted preflight_locked(int64_t n_tokens);
+  // With `shortfall`, a verdict that freeing memory could turn into an admission (and an
+  // eviction hook) returns NoMemory uncounted with *shortfall set: the caller evicts that much
+  // without the lock, then calls again without `shortfall` (one eviction per submit).
+  // `kept_copies`: the bytes of prefix-cache blocks the prefill will keep in RAM.
+  Submitted preflight_locked(int64_t n_tokens, uint64_t* shortfall = nullptr, uint64_t kept_copies = 0);
+  uint64_t prefix_block_bytes() const;  // one block's RAM copy (estimate; 0: no prefix cache)
   // Asks each prefill item's SeqGuard before the step runs: shrinks (Proceed with a smaller
   // chunk), skips (Wait) or ends (Reject) items. True when some item waited.
   bool guard_step();

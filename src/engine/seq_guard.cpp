@@ -87,6 +87,12 @@ CacheLayout cache_layout(const Model& model, const KvPolicy& policy) {
   return out;
 }
 
+uint64_t prefix_block_bytes(const CacheLayout& layout, int64_t block_tokens, int n_layers) {
+  const uint64_t rows = uint64_t(block_tokens) * (layout.eligible_dense_per_token + layout.kept_dense_per_token);
+  const uint64_t framing = 4 + uint64_t(n_layers) * 16;  // layer count, then kind + pad + length each
+  return rows + framing + uint64_t(block_tokens) * 4 + 128;
+}
+
 PreflightInput preflight_input(const CacheLayout& layout, const ModelConfig& mc, int64_t n_tokens,
                                int64_t chunk, TurboQuantSwitches tq) {
   PreflightInput in;
@@ -136,6 +142,21 @@ uint64_t SeqGuard::conversion_peak(const KvCache& cache) const {
   return uint64_t(n) * turboquant_bytes_per_token(s, f) + uint64_t(slice) * dense_bytes_per_token(s);
 }
 
+void SeqGuard::set_kept_copies(int64_t block_tokens, uint64_t block_bytes, std::function<uint64_t()> room) {
+  copy_block_tokens_ = block_tokens;
+  copy_block_bytes_ = block_bytes;
+  copy_room_ = std::move(room);
+}
+
+uint64_t SeqGuard::copies_growth(const KvCache& cache, int64_t t) const {
+  // A converted cache no longer has the format its blocks are keyed by: no more copies.
+  if (copy_block_tokens_ <= 0 || converted_ || t <= 0) return 0;
+  const int64_t n = cache.n_tokens();
+  const uint64_t blocks = uint64_t((n + t) / copy_block_tokens_ - n / copy_block_tokens_);
+  const uint64_t bytes = blocks * copy_block_bytes_;
+  return copy_room_ ? std::min(bytes, copy_room_()) : bytes;
+}
+
 uint64_t SeqGuard::growth(const KvCache& cache, int64_t t) const {
   uint64_t added = 0, transient = 0;
   for (const auto& l : cache.layers) {
@@ -143,7 +164,8 @@ uint64_t SeqGuard::growth(const KvCache& cache, int64_t t) const {
     added += g.added;
     transient = std::max(transient, g.transient);
   }
-  return added + transient + step_workspace_bytes(model_.config(), t, cache.n_tokens());
+  return added + transient + step_workspace_bytes(model_.config(), t, cache.n_tokens()) +
+         copies_growth(cache, t);
 }
 
 MemorySnapshot SeqGuard::sample(const KvCache& cache, uint64_t others, bool own_conversion) {
@@ -191,7 +213,7 @@ bool SeqGuard::convert(KvCache& cache, const char* trigger, std::chrono::millise
   return true;
 }
 
-SeqGuard::Verdict SeqGuard::next_chunk(KvCache& cache, int64_t want, uint64_t others) {
+SeqGuard::Verdict SeqGuard::next_chunk(KvCache& cache, int64_t want, uint64_t others, int64_t rest) {
   Verdict v;
   if (!guard_) {
     v.chunk = want;
@@ -206,6 +228,11 @@ SeqGuard::Verdict SeqGuard::next_chunk(KvCache& cache, int64_t want, uint64_t ot
     q.can_evict = bool(opt_.evict);
     q.can_convert = organic_possible(cache);
     q.conversion_peak = q.can_convert ? conversion_peak(cache) : 0;
+    if (rest > want) {  // the rest of the prompt: its cache and copies, one chunk's workspace
+      const int64_t chunk = std::min<int64_t>(opt_.config.chunk, rest);
+      q.rest_growth = growth(cache, rest) - step_workspace_bytes(model_.config(), rest, cache.n_tokens()) +
+                      step_workspace_bytes(model_.config(), chunk, cache.n_tokens());
+    }
     GuardDecision d = guard_->next(now, q);
     v.used = d.used;
     v.projected = d.projected;
@@ -220,8 +247,7 @@ SeqGuard::Verdict SeqGuard::next_chunk(KvCache& cache, int64_t want, uint64_t ot
         v.action = GuardAction::Wait;
         return v;
       case GuardAction::Evict: {
-        uint64_t wanted = d.projected > d.hard_bytes ? d.projected - d.hard_bytes : 0;
-        uint64_t freed = opt_.evict(wanted);
+        uint64_t freed = opt_.evict(d.evict_bytes);
         report_.eviction_tried = true;
         guard_->evicted(freed);
         break;

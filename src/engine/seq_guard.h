@@ -76,6 +76,10 @@ struct CacheLayout {
   int n_eligible = 0;
 };
 CacheLayout cache_layout(const Model& model, const KvPolicy& policy);
+// The RAM a prefix-cache block of block_tokens tokens takes (CachedBlock::bytes(): the dense rows
+// of every layer in save_kv_block's framing, the token ids, the entry's overhead). For a cache of
+// dense layers only; other layouts are an estimate.
+uint64_t prefix_block_bytes(const CacheLayout& layout, int64_t block_tokens, int n_layers);
 // The preflight input of a request of n_tokens (prompt + max new tokens), counted at the cache
 // capacity that holds them (caches grow by doubling).
 PreflightInput preflight_input(const CacheLayout& layout, const ModelConfig& mc, int64_t n_tokens,
@@ -97,9 +101,17 @@ class SeqGuard {
   // Sizes the next prefill chunk of at most `want` tokens of `cache`. `others` is what the rest
   // of the engine holds (other sequences' caches, their chunks approved for this step). Runs
   // an eviction and the organic conversion in place when the guard asks for them.
-  Verdict next_chunk(KvCache& cache, int64_t want, uint64_t others);
-  // Bytes `cache` grows by if t more tokens run (reallocations, their transient, workspace).
+  // `rest`: prompt tokens still to prefill in all (0: only `want`), which sizes the eviction.
+  Verdict next_chunk(KvCache& cache, int64_t want, uint64_t others, int64_t rest = 0);
+  // Bytes `cache` grows by if t more tokens run (reallocations, their transient, workspace,
+  // and the prefix-cache copies of the blocks those tokens complete, see set_kept_copies).
   uint64_t growth(const KvCache& cache, int64_t t) const;
+
+  // The prefix cache keeps a RAM copy of every block_tokens-token block the prefill completes
+  // (block_bytes each, at most `room()` bytes more in all: past its bound the cache replaces
+  // idle blocks). The guard counts those copies in growth() until the chain ends (stop_copies()).
+  void set_kept_copies(int64_t block_tokens, uint64_t block_bytes, std::function<uint64_t()> room);
+  void stop_copies() { copy_block_tokens_ = 0; }
 
   // Converts the cache's eligible layers now, on the process-wide lane. The lane is tried once
   // (busy: a retryable error), or waited for up to lane_wait. False with error() set; a failed
@@ -137,6 +149,10 @@ class SeqGuard {
   GuardReport report_;
   RequestError error_;
   uint64_t last_others_ = 0;
+  int64_t copy_block_tokens_ = 0;  // 0: no prefix-cache copies
+  uint64_t copy_block_bytes_ = 0;
+  std::function<uint64_t()> copy_room_;
+  uint64_t copies_growth(const KvCache& cache, int64_t t) const;
 };
 
 }  // namespace tq

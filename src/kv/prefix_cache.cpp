@@ -229,6 +229,11 @@ uint64_t PrefixCache::evict_idle(uint64_t wanted_bytes) {
   return freed;
 }
 
+uint64_t PrefixCache::ram_room() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return ram_bytes_ < cfg_.ram_bytes ? cfg_.ram_bytes - ram_bytes_ : 0;
+}
+
 PrefixStats PrefixCache::stats() const {
   PrefixStats s;
   {

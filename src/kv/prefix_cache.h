@@ -90,6 +90,9 @@ class PrefixCache : public std::enable_shared_from_this<PrefixCache> {
   // Drops idle (unpinned) RAM blocks, least recently used first, until wanted_bytes are freed
   // or none is left; returns the bytes freed. Blocks stay on the SSD tier.
   uint64_t evict_idle(uint64_t wanted_bytes);
+  // Bytes the RAM tier may still grow by before it replaces idle blocks (the memory guard
+  // counts a prefill's new blocks up to this).
+  uint64_t ram_room() const;
   PrefixStats stats() const;
   // Waits for the background writer (tests and shutdown).
   void flush_writes();

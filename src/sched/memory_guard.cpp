@@ -120,6 +120,7 @@ PreflightResult preflight(const MemoryGuardConfig& cfg, uint64_t limit, const Me
   if (fits_now(r.dense_peak)) return r;
   if (in.tq.mid_prefill_active() && in.layout != LayoutSupport::Supported) {
     r.verdict = PreflightVerdict::Unsupported;
+    if (r.dense_peak <= hard) r.shortfall = now.used + r.dense_peak - hard;  // fits, once freed
     r.message = fmt::format(
         "the request needs {} of KV cache dense, over the memory limit, and its cache layout {} "
         "mid-prefill conversion",
@@ -134,6 +135,7 @@ PreflightResult preflight(const MemoryGuardConfig& cfg, uint64_t limit, const Me
   }
   const uint64_t best = eligible ? std::min(r.dense_peak, r.compressed_peak) : r.dense_peak;
   if (best <= hard) {  // fits an empty process: others hold the memory now
+    r.shortfall = now.used + best - hard;
     r.verdict = PreflightVerdict::RetryLater;
     r.retryable = true;
     r.message = fmt::format("not enough memory now: the request needs {}, {} of {} is in use",
@@ -229,6 +231,13 @@ GuardDecision PrefillGuard::next(const MemorySnapshot& now, const ChunkQuery& q)
     eviction_tried_ = true;
     pressure_ = 0;
     d.action = GuardAction::Evict;
+    // One eviction per request: ask for the rest of the prompt (and the conversion's reserved
+    // room), never less than the minimum chunk needs. Evicting idle cache changes no answer.
+    const uint64_t need = std::max(grow(lo), q.rest_growth) + reserve;
+    if (limit_) d.evict_bytes = now.used + need > hard_ ? now.used + need - hard_ : 0;
+    if (cfg_.min_host_headroom > 0 && now.host_available > 0 &&
+        need + cfg_.min_host_headroom > now.host_available)
+      d.evict_bytes = std::max(d.evict_bytes, need + cfg_.min_host_headroom - now.host_available);
     return d;
   }
   if (q.can_convert && conversions_ == 0) {

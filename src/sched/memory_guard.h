@@ -104,6 +104,9 @@ struct PreflightResult {
   uint64_t compressed_peak = 0;  // ... converted mid-prefill (0 when not eligible)
   bool retryable = false;
   std::string message;
+  // Bytes that, freed by others (e.g. idle-cache eviction), would turn a RetryLater (or an
+  // Unsupported whose dense peak fits an empty process) into an admission; 0 otherwise.
+  uint64_t shortfall = 0;
 };
 // `limit` is the resolved limit (0: none); `now.used` is memory already used by others.
 PreflightResult preflight(const MemoryGuardConfig& cfg, uint64_t limit, const MemorySnapshot& now,
@@ -128,6 +131,9 @@ struct ChunkQuery {
   bool can_evict = false;    // an eviction callback exists
   bool can_convert = false;  // mid-prefill active, eligible dense layers, not converted yet
   uint64_t conversion_peak = 0;  // transient bytes a conversion now would add
+  // Bytes the rest of the prompt (not only this step's chunk) still adds; 0: unknown. Sizes the
+  // one eviction a request gets, so that it is worth its while.
+  uint64_t rest_growth = 0;
 };
 
 struct GuardDecision {
@@ -137,6 +143,9 @@ struct GuardDecision {
   bool retryable = false;
   std::string message;
   uint64_t used = 0, projected = 0, hard_bytes = 0;  // for traces and error messages
+  // Evict: bytes to free. At least what the minimum chunk plus the room reserved for the
+  // conversion needs; the rest of the prompt's growth where the query gives it.
+  uint64_t evict_bytes = 0;
 };
 
 class PrefillGuard {

@@ -11,6 +11,8 @@
 #include "engine/engine_loop.h"
 #include "engine_fixture.h"
 #include "engine/generate.h"
+#include "engine/seq_guard.h"
+#include "kv/prefix_cache.h"
 #include "io/safetensors.h"
 #include "sched/conversion_lane.h"
 #include "server/completion_session.h"
@@ -274,6 +276,51 @@ TEST_F(GuardEngine, SequencesShareOneAccount) {
   GuardStats g = e->stats().guard;
   EXPECT_EQ(g.organic_conversions, 0);
   EXPECT_LE(g.peak_used_bytes, limit_);
+}
+
+// The guard's growth estimate of a prefill chunk counts the RAM copy the prefix cache keeps of
+// each block the chunk completes, at the size a real PrefixCache reports for a real request's
+// blocks, and no more than the cache's room.
+TEST_F(GuardEngine, ChunkGrowthCountsTheBlockCopiesThePrefixCacheKeeps) {
+  constexpr int64_t kBlock = 128;
+  PrefixCacheConfig pcfg;
+  pcfg.block_tokens = kBlock;
+  auto pc = PrefixCache::create(pcfg, "micro-qwen3 guard-engine-test");
+  uint64_t per_block = 0;
+  {
+    auto model = Model::load(repo_path("models/micro-qwen3"), *backend_);
+    EngineConfig cfg;
+    cfg.sched.prefill_budget = kBudget;
+    cfg.ctx_size = kCtx;
+    cfg.prefix_cache = pc;
+    auto e = std::make_unique<EngineLoop>(std::move(model), cfg);
+    EngineRequest r = request();
+    r.prompt.resize(300);  // two whole blocks
+    r.max_tokens = 1;
+    Submitted sub = e->submit(r);
+    ASSERT_EQ(sub.status, SubmitStatus::Accepted) << sub.error;
+    EXPECT_EQ(drain(*sub.channel).reason, FinishReason::Length);
+    ASSERT_TRUE(e->wait_idle(5000ms));
+    PrefixStats st = pc->stats();
+    ASSERT_EQ(st.ram_blocks, 2);
+    per_block = st.ram_bytes / 2;
+  }
+  auto model = Model::load(repo_path("models/micro-qwen3"), *backend_);
+  const KvPolicy dense;
+  EXPECT_EQ(prefix_block_bytes(cache_layout(*model, dense), kBlock, int(model->config().n_layer)), per_block);
+  const GuardOptions opt = guard(false);
+  SeqGuard plain(*model, dense, opt, limit_), kept(*model, dense, opt, limit_), tight(*model, dense, opt, limit_);
+  kept.set_kept_copies(kBlock, per_block, [] { return UINT64_MAX; });
+  tight.set_kept_copies(kBlock, per_block, [&] { return per_block / 2; });  // the RAM tier is nearly full
+  KvCache cache = model->new_cache();
+  std::vector<float> logits(size_t(model->config().vocab_size));
+  model->forward(std::span<const int32_t>(prompt_).first(100), cache, LogitsMode::Last, logits.data());
+  EXPECT_EQ(kept.growth(cache, 20), plain.growth(cache, 20));  // no block ends in 101..120
+  EXPECT_EQ(kept.growth(cache, 28) - plain.growth(cache, 28), per_block);        // 128 does
+  EXPECT_EQ(kept.growth(cache, 200) - plain.growth(cache, 200), 2 * per_block);  // 128 and 256
+  EXPECT_EQ(tight.growth(cache, 200) - plain.growth(cache, 200), per_block / 2);
+  kept.stop_copies();  // the chain ended (e.g. converted): no more copies
+  EXPECT_EQ(kept.growth(cache, 200), plain.growth(cache, 200));
 }
 
 }  // namespace

@@ -161,6 +161,23 @@ TEST(PrefillGuard, KeepsRoomForTheConversionWhileOneIsPossible) {
   EXPECT_EQ(g2.next(now, linear(1000, false)).action, GuardAction::Proceed);
 }
 
+// The one eviction a request gets asks for enough: the minimum chunk plus the room kept for the
+// conversion at least, the rest of the prompt when the query says what that is.
+TEST(PrefillGuard, TheEvictionAsksForTheRestOfThePromptAndTheConversionRoom) {
+  const MemorySnapshot now{98 * MiB, 0};  // the minimum chunk (64 KiB) fits under hard alone
+  auto q = linear(512, /*can_convert=*/true, /*can_evict=*/true);
+  q.conversion_peak = 3 * MiB;  // ... not with the conversion's room
+  PrefillGuard g(cfg(1), 100 * MiB);
+  GuardDecision d = g.next(now, q);
+  ASSERT_EQ(d.action, GuardAction::Evict);
+  EXPECT_EQ(d.evict_bytes, 98 * MiB + 64 * 1024 + 3 * MiB - 100 * MiB);
+  q.rest_growth = 20 * MiB;  // the prompt still adds 20 MiB after this chunk
+  PrefillGuard g2(cfg(1), 100 * MiB);
+  d = g2.next(now, q);
+  ASSERT_EQ(d.action, GuardAction::Evict);
+  EXPECT_EQ(d.evict_bytes, 98 * MiB + 20 * MiB + 3 * MiB - 100 * MiB);
+}
+
 TEST(PrefillGuard, RejectsWithoutMidPrefill) {
   PrefillGuard g(cfg(1), 100 * MiB);
   GuardDecision d = g.next({100 * MiB, 0}, linear(1000, false));
@@ -204,6 +221,9 @@ TEST(Preflight, Verdicts) {
   auto r = preflight(c, 15 * MiB, {10 * MiB, 0}, in);
   EXPECT_EQ(r.verdict, PreflightVerdict::RetryLater);
   EXPECT_TRUE(r.retryable);
+  // 10 MB dense (plus nothing else) under 15 MiB with 10 MiB used: freeing the shortfall admits.
+  EXPECT_EQ(r.shortfall, 10 * MiB + r.dense_peak - 15 * MiB);
+  EXPECT_EQ(preflight(c, 15 * MiB, {10 * MiB - r.shortfall, 0}, in).verdict, PreflightVerdict::Admit);
   EXPECT_EQ(preflight(c, 5 * MiB, {0, 0}, in).verdict, PreflightVerdict::TooLarge);
   EXPECT_EQ(preflight(c, 0, {10 * MiB, 0}, in).verdict, PreflightVerdict::Admit);  // no limit
 }
