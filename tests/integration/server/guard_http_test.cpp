@@ -1,122 +1,39 @@
 // Issue 9's acceptance (c) and (f) through the real `tqserve serve` on loopback, with real memory
 // pressure (limits calibrated from a warm server's RSS, as in guard_server_test.cpp): idle cached
 // prefixes are evicted before the mid-prefill conversion; a request that restored a prefix and was
-// rejected mid-prefill succeeds on retry once memory frees, without replaying its prefix.
+// rejected mid-prefill succeeds on retry once memory frees, without replaying its prefix; the
+// preflight at submit evicts idle cached prefixes rather than answer "retry later" forever.
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <memory>
-#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "common/fixtures.h"
-#include "io/safetensors.h"
+#include "common/serve_process.h"
+#include "engine_fixture.h"
 
 namespace tq::test {
 namespace {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
+using Serve = ServeProcess;
 constexpr uint64_t kMiB = 1ull << 20;
 
-std::vector<int32_t> ints(const SafetensorsFile& f, const std::string& name) {
-  TensorView v = f.find(name);
-  EXPECT_NE(v.info, nullptr) << name;
-  if (!v.info) return {};
-  std::vector<int32_t> out(size_t(v.info->numel()));
-  std::memcpy(out.data(), v.data, out.size() * sizeof(int32_t));
-  return out;
+httplib::Result post(const Serve& srv, const std::string& path, const json& body) {
+  httplib::Client cli("127.0.0.1", srv.port());
+  cli.set_read_timeout(300);
+  return cli.Post(path, body.dump(), "application/json");
 }
-
-// `tqserve serve --port 0 args...`, stderr to a temp file, ready once it prints its address.
-class Serve {
- public:
-  explicit Serve(const std::vector<std::string>& args) {
-    static int n = 0;
-    log_ = (fs::temp_directory_path() / ("guard-http-" + std::to_string(getpid()) + "-" +
-                                         std::to_string(n++) + ".log")).string();
-    std::vector<std::string> argv = {tqserve_binary().string(), "serve", "--port", "0"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::vector<char*> c;
-      for (auto& a : argv) c.push_back(a.data());
-      c.push_back(nullptr);
-      FILE* f = std::fopen(log_.c_str(), "w");
-      if (f) {
-        dup2(fileno(f), 1);
-        dup2(fileno(f), 2);
-      }
-      execv(c[0], c.data());
-      _exit(127);
-    }
-    const std::string marker = "listening on http://127.0.0.1:";
-    for (int i = 0; i < 1200 && port_ < 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      std::string l = log();
-      if (auto p = l.find(marker); p != std::string::npos) port_ = std::atoi(l.c_str() + p + marker.size());
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        break;
-      }
-    }
-  }
-  ~Serve() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    std::error_code ec;
-    fs::remove(log_, ec);
-  }
-  bool started() const { return port_ > 0; }
-  std::string log() const {
-    std::ifstream in(log_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-  httplib::Result post(const std::string& path, const json& body) const {
-    httplib::Client cli("127.0.0.1", port_);
-    cli.set_read_timeout(300);
-    return cli.Post(path, body.dump(), "application/json");
-  }
-  httplib::Result complete(const std::string& model, const std::vector<int32_t>& prompt,
-                           int64_t max_tokens) const {
-    return post("/v1/completions", {{"model", model}, {"prompt", prompt}, {"max_tokens", max_tokens},
-                                    {"temperature", 0}, {"ignore_eos", true}});
-  }
-  // A /metrics series: the first line of that name whose labels contain `label` and `label2`
-  // (-1: none).
-  double metric(const std::string& name, const std::string& label = "", const std::string& label2 = "") const {
-    httplib::Client cli("127.0.0.1", port_);
-    auto res = cli.Get("/metrics");
-    if (!res) return -1;
-    std::istringstream in(res->body);
-    for (std::string line; std::getline(in, line);) {
-      if (line.rfind(name, 0) != 0 || line.size() <= name.size()) continue;
-      if (line[name.size()] != ' ' && line[name.size()] != '{') continue;
-      if (!label.empty() && line.find(label) == std::string::npos) continue;
-      if (!label2.empty() && line.find(label2) == std::string::npos) continue;
-      return std::stod(line.substr(line.rfind(' ') + 1));
-    }
-    return -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int port_ = -1;
-  std::string log_;
-};
+httplib::Result complete(const Serve& srv, const std::string& model, const std::vector<int32_t>& prompt,
+                         int64_t max_tokens) {
+  return post(srv, "/v1/completions", {{"model", model}, {"prompt", prompt}, {"max_tokens", max_tokens},
+                                       {"temperature", 0}, {"ignore_eos", true}});
+}
 
 std::string text_of(const httplib::Result& r) {
   EXPECT_TRUE(r);
@@ -132,18 +49,19 @@ class GuardHttp : public ::testing::Test {
     auto dir = shared_path("models/tiny-qwen3");
     if (!dir) GTEST_SKIP() << "../shared/models/tiny-qwen3 is absent: skipping";
     model_ = dir->string();
-    SafetensorsFile ref(*dir / "reference/reference.safetensors");
-    std::vector<int32_t> doc = ints(ref, "needle_4096_0.ids");
-    std::vector<int32_t> spans = ints(ref, "needle_4096_0.spans");
-    ASSERT_GE(spans.size(), 2u);
     // Stops right before the first answer: the value must be recalled from ~4000 tokens back.
-    prompt_.assign(doc.begin(), doc.begin() + spans[0]);
-    answer_.assign(doc.begin() + spans[0], doc.begin() + spans[1]);
+    Needle n = read_needle(*dir, "needle_4096_0");
+    ASSERT_FALSE(n.answer.empty());
+    prompt_ = n.prompt;
+    answer_ = n.answer;
     answer_n_ = int64_t(answer_.size());
-    start_.assign(doc.begin(), doc.begin() + 1024);  // an earlier turn: 4 whole blocks
-    std::vector<int32_t> other = ints(ref, "needle_4096_1.ids");
+    start_.assign(n.doc.begin(), n.doc.begin() + 1024);  // an earlier turn: 4 whole blocks
+    SafetensorsFile ref(*dir / "reference/reference.safetensors");
+    std::vector<int32_t> other = reference_ints(ref, "needle_4096_1.ids");
+    ASSERT_GE(other.size(), 3840u);
     other_.assign(other.begin(), other.begin() + 768);  // unrelated: 3 whole blocks
-    std::vector<int32_t> third = ints(ref, "needle_4096_2.ids");
+    pool_.assign(other.begin(), other.begin() + 3840);  // unrelated: 15 whole blocks
+    std::vector<int32_t> third = reference_ints(ref, "needle_4096_2.ids");
     warm_.assign(third.begin(), third.begin() + 300);
   }
 
@@ -154,7 +72,7 @@ class GuardHttp : public ::testing::Test {
   }
 
   std::string model_;
-  std::vector<int32_t> prompt_, answer_, start_, other_, warm_;
+  std::vector<int32_t> prompt_, answer_, start_, other_, pool_, warm_;
   int64_t answer_n_ = 0;
 };
 
@@ -170,7 +88,7 @@ TEST_F(GuardHttp, IdleCachedPrefixesAreEvictedBeforeTheConversion) {
     Serve free_srv({"--model", model_, "--served-model-name", "tiny", "--no-access-log",
                     "--prefill-chunk", "256", "--prefix-block", "256"});
     ASSERT_TRUE(free_srv.started()) << free_srv.log();
-    ASSERT_FALSE(text_of(free_srv.complete("tiny", warm_, 2)).empty());
+    ASSERT_FALSE(text_of(complete(free_srv, "tiny", warm_, 2)).empty());
     double rss = free_srv.metric("tq_process_resident_memory_bytes");
     ASSERT_GT(rss, 0);
     limit = uint64_t((rss + double(44 * kMiB)) / 0.95);
@@ -180,13 +98,13 @@ TEST_F(GuardHttp, IdleCachedPrefixesAreEvictedBeforeTheConversion) {
   if (const char* extra = std::getenv("TQ_GUARD_HTTP_EXTRA")) a.push_back(extra);  // e.g. --no-prefix-cache
   Serve srv(a);
   ASSERT_TRUE(srv.started()) << srv.log();
-  ASSERT_FALSE(text_of(srv.complete("tiny", warm_, 2)).empty());
-  ASSERT_FALSE(text_of(srv.complete("tiny", other_, 1)).empty());
-  const double idle = srv.metric("tq_prefix_cache_bytes", "tier=\"ram\"");
+  ASSERT_FALSE(text_of(complete(srv, "tiny", warm_, 2)).empty());
+  ASSERT_FALSE(text_of(complete(srv, "tiny", other_, 1)).empty());
+  const double idle = srv.metric("tq_prefix_cache_bytes", {"tier=\"ram\""});
   EXPECT_GE(idle, double(12 * kMiB)) << "the earlier requests' 4 blocks are cached";
   EXPECT_EQ(srv.metric("tq_guard_evictions_total"), 0);
 
-  const std::string got = text_of(srv.complete("tiny", prompt_, answer_n_));
+  const std::string got = text_of(complete(srv, "tiny", prompt_, answer_n_));
   const double evicted = srv.metric("tq_guard_evicted_bytes_total");
   std::printf("limit %.1f MiB, idle %.1f MiB, evicted %.1f MiB, organic conversions %.0f, "
               "guard peak %.1f MiB\n",
@@ -199,12 +117,65 @@ TEST_F(GuardHttp, IdleCachedPrefixesAreEvictedBeforeTheConversion) {
   EXPECT_EQ(srv.metric("tq_guard_organic_conversions_total"), 1);
   EXPECT_LE(srv.metric("tq_guard_peak_used_bytes"), double(limit));
   // The needle is recalled: the answer's ids decode to the completion's text.
-  auto w = srv.post("/v1/completions", {{"model", "tiny"}, {"prompt", answer_}, {"max_tokens", 0}, {"echo", true}});
+  auto w = post(srv, "/v1/completions", {{"model", "tiny"}, {"prompt", answer_}, {"max_tokens", 0}, {"echo", true}});
   EXPECT_EQ(got, text_of(w));
   // The unrelated request's blocks are gone: resent, it restores nothing.
-  auto again = srv.complete("tiny", other_, 1);
+  auto again = complete(srv, "tiny", other_, 1);
   ASSERT_TRUE(again && again->status == 200);
   EXPECT_EQ(json::parse(again->body)["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+}
+
+// Idle cached prefixes count in RSS, so the preflight at submit evicts them when that turns a
+// "retry later" into an admission (without it, every retry gets the same 503). No TurboQuant:
+// the 2000-token request's dense peak (24 MiB of KV at 2048 tokens, 6.5 MiB of step workspace)
+// fits 50 MiB above a warm server's RSS, not with the 8 idle blocks (24 MiB) that four
+// unrelated earlier requests left on top (each of those fits with the blocks before it).
+TEST_F(GuardHttp, APreflightThatFitsOnceIdleBlocksAreEvictedEvictsThem) {
+  const std::vector<std::string> base = {"--model", model_, "--served-model-name", "tiny", "--no-access-log",
+                                         "--prefill-chunk", "256", "--prefix-block", "256"};
+  const std::vector<int32_t> request(prompt_.begin(), prompt_.begin() + 2000);
+  uint64_t limit = 0;
+  std::string cold;
+  {
+    // A guard with room to spare: it trims freed caches like the tight one will.
+    auto roomy = base;
+    roomy.insert(roomy.end(), {"--mem-limit", "64G"});
+    Serve free_srv(roomy);
+    ASSERT_TRUE(free_srv.started()) << free_srv.log();
+    ASSERT_FALSE(text_of(complete(free_srv, "tiny", warm_, 2)).empty());
+    double rss = free_srv.metric("tq_process_resident_memory_bytes");
+    ASSERT_GT(rss, 0);
+    limit = uint64_t((rss + double(50 * kMiB)) / 0.95);
+    cold = text_of(complete(free_srv, "tiny", request, 8));
+    ASSERT_FALSE(cold.empty());
+  }
+  auto a = base;
+  a.insert(a.end(), {"--mem-limit", std::to_string(limit), "--mem-hard", "0.95", "--mem-soft", "0.9"});
+  Serve srv(a);
+  ASSERT_TRUE(srv.started()) << srv.log();
+  ASSERT_FALSE(text_of(complete(srv, "tiny", warm_, 2)).empty());
+  for (size_t at : {0, 512, 1024, 1536}) {  // 2 blocks each; 6 MiB of KV, 6 MiB of workspace
+    const std::vector<int32_t> earlier(pool_.begin() + at, pool_.begin() + at + 512);
+    auto r = post(srv, "/v1/completions", {{"model", "tiny"}, {"prompt", earlier}, {"max_tokens", 0}, {"echo", true}});
+    ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
+  }
+  const double idle = srv.metric("tq_prefix_cache_bytes", {"tier=\"ram\""});
+  EXPECT_GE(idle, double(24 * kMiB)) << "the earlier requests' 8 blocks are cached, idle";
+  EXPECT_EQ(srv.metric("tq_guard_evictions_total"), 0);
+  EXPECT_EQ(srv.metric("tq_guard_preflight_evictions_total"), 0);
+
+  auto r = complete(srv, "tiny", request, 8);
+  ASSERT_TRUE(r);
+  const double evicted = srv.metric("tq_prefix_cache_idle_evicted_bytes_total");
+  std::printf("limit %.1f MiB, idle %.1f MiB, preflight evictions %.0f, evicted %.1f MiB (guard %.1f MiB), "
+              "status %d\n",
+              double(limit) / kMiB, idle / kMiB, srv.metric("tq_guard_preflight_evictions_total"),
+              evicted / kMiB, srv.metric("tq_guard_evicted_bytes_total") / kMiB, r->status);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["text"], cold) << "same answer as a cold server";
+  EXPECT_EQ(srv.metric("tq_guard_preflight_evictions_total"), 1);
+  EXPECT_GT(evicted, 0);
+  EXPECT_EQ(srv.metric("tq_guard_rejections_total", {"reason=\"retry_later\""}), 0);
 }
 
 // (f) A pool of two tiny-qwen3 models: "ballast" is loaded and pinned (the guard may not unload
@@ -232,56 +203,61 @@ TEST_F(GuardHttp, ARetryAfterAMidPrefillRejectionDoesNotReplayItsRestoredPrefix)
   {
     Serve free_srv(base);
     ASSERT_TRUE(free_srv.started()) << free_srv.log();
-    ASSERT_FALSE(text_of(free_srv.complete("tiny", warm_, 2)).empty());
-    auto l = free_srv.post("/admin/api/models/ballast/load", json::object());
+    ASSERT_FALSE(text_of(complete(free_srv, "tiny", warm_, 2)).empty());
+    auto l = post(free_srv, "/admin/api/models/ballast/load", json::object());
     ASSERT_TRUE(l && l->status == 200) << (l ? l->body : "no response");
     rss_loaded = free_srv.metric("tq_process_resident_memory_bytes");
     ASSERT_GT(rss_loaded, 0);
-    cold = text_of(free_srv.complete("tiny", prompt_, answer_n_));
+    cold = text_of(complete(free_srv, "tiny", prompt_, answer_n_));
     ASSERT_FALSE(cold.empty());
   }
-  // Preflight: the earlier turn's blocks (12 MiB) and the prompt's dense peak (48 MiB at 4096
-  // tokens, plus the step workspace) fit under hard = RSS + 82 MiB; the prefill also needs the
-  // growth transient and a copy of every block it adds (~12 KiB per token): it cannot finish.
-  const uint64_t limit = uint64_t((rss_loaded + double(82 * kMiB)) / 0.95);
+  // Preflight: the earlier turn's blocks (12 MiB, pinned) and the prompt's dense peak (48 MiB at
+  // 4096 tokens, 7.6 MiB of step workspace) fit under hard = RSS + 74 MiB; the prefill also keeps a
+  // copy of every block it adds (3 MiB each, counted by the guard): its one eviction frees the
+  // copies made so far, the later ones do not fit and no conversion is allowed: 503 mid-prefill.
+  const uint64_t limit = uint64_t((rss_loaded + double(74 * kMiB)) / 0.95);
   auto a = base;
   a.insert(a.end(), {"--mem-limit", std::to_string(limit), "--mem-hard", "0.95", "--mem-soft", "0.9"});
   Serve srv(a);
   ASSERT_TRUE(srv.started()) << srv.log();
-  ASSERT_FALSE(text_of(srv.complete("tiny", warm_, 2)).empty());
+  ASSERT_FALSE(text_of(complete(srv, "tiny", warm_, 2)).empty());
   for (const char* op : {"load", "pin"}) {
-    auto r = srv.post(std::string("/admin/api/models/ballast/") + op, json::object());
+    auto r = post(srv, std::string("/admin/api/models/ballast/") + op, json::object());
     ASSERT_TRUE(r && r->status == 200) << op << ": " << (r ? r->body : "no response");
   }
-  ASSERT_FALSE(text_of(srv.complete("tiny", start_, 1)).empty());  // the earlier turn
+  ASSERT_FALSE(text_of(complete(srv, "tiny", start_, 1)).empty());  // the earlier turn
   const std::string tiny = "model=\"tiny\"";
-  const double restored0 = srv.metric("tq_prefix_cache_restored_tokens_total", tiny);
+  const double restored0 = srv.metric("tq_prefix_cache_restored_tokens_total", {tiny});
 
-  auto rejected = srv.complete("tiny", prompt_, answer_n_);
+  auto rejected = complete(srv, "tiny", prompt_, answer_n_);
   ASSERT_TRUE(rejected);
   ASSERT_EQ(rejected->status, 503) << rejected->body;
   EXPECT_EQ(rejected->get_header_value("Retry-After"), "1");
   EXPECT_EQ(json::parse(rejected->body)["error"]["type"], "memory_pressure");
   // The engine publishes its guard counters at its next step: wait for them a moment.
-  for (int i = 0; i < 100 && srv.metric("tq_guard_rejections_total", tiny, "reason=\"memory_pressure\"") < 1; ++i)
+  for (int i = 0; i < 100 && srv.metric("tq_guard_rejections_total", {tiny, "reason=\"memory_pressure\""}) < 1; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(srv.metric("tq_guard_rejections_total", tiny, "reason=\"memory_pressure\""), 1)
+  EXPECT_EQ(srv.metric("tq_guard_rejections_total", {tiny, "reason=\"memory_pressure\""}), 1)
       << "rejected in its prefill, not by the preflight";
-  EXPECT_EQ(srv.metric("tq_guard_rejections_total", tiny, "reason=\"retry_later\""), 0);
-  EXPECT_EQ(srv.metric("tq_prefix_cache_restored_tokens_total", tiny) - restored0, 1024)
+  EXPECT_EQ(srv.metric("tq_guard_rejections_total", {tiny, "reason=\"retry_later\""}), 0);
+  EXPECT_EQ(srv.metric("tq_prefix_cache_restored_tokens_total", {tiny}) - restored0, 1024)
       << "it had started from the restored prefix";
+  // The guard counts the block copies its prefill keeps: no sample went over the hard threshold.
+  const double peak = srv.metric("tq_guard_peak_used_bytes", {tiny}), hard = srv.metric("tq_guard_hard_bytes", {tiny});
+  std::printf("rejected mid-prefill: guard peak %.1f MiB, hard %.1f MiB\n", peak / kMiB, hard / kMiB);
+  EXPECT_LE(peak, hard);
 
   for (const char* op : {"unpin", "unload"}) {
-    auto r = srv.post(std::string("/admin/api/models/ballast/") + op, json::object());
+    auto r = post(srv, std::string("/admin/api/models/ballast/") + op, json::object());
     ASSERT_TRUE(r && r->status == 200) << op << ": " << (r ? r->body : "no response");
   }
-  const double prefilled0 = srv.metric("tq_prompt_tokens_total", tiny);
-  auto retry = srv.complete("tiny", prompt_, answer_n_);
+  const double prefilled0 = srv.metric("tq_prompt_tokens_total", {tiny});
+  auto retry = complete(srv, "tiny", prompt_, answer_n_);
   ASSERT_TRUE(retry);
   ASSERT_EQ(retry->status, 200) << retry->body;
   json j = json::parse(retry->body);
   const int64_t cached = j["usage"]["prompt_tokens_details"]["cached_tokens"];
-  const double prefilled = srv.metric("tq_prompt_tokens_total", tiny) - prefilled0;
+  const double prefilled = srv.metric("tq_prompt_tokens_total", {tiny}) - prefilled0;
   std::printf("limit %.1f MiB (RSS with both models %.1f MiB); retry: %lld cached + %.0f prefilled "
               "of %zu\n",
               double(limit) / kMiB, rss_loaded / kMiB, (long long)cached, prefilled, prompt_.size());
