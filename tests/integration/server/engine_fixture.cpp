@@ -5,6 +5,8 @@
 
 #include <cstring>
 
+#include "common/fixtures.h"
+
 namespace tq::test {
 
 std::vector<int32_t> reference_ints(const SafetensorsFile& ref, const std::string& name) {
@@ -50,6 +52,18 @@ EngineOutcome drain(RequestChannel& ch, std::chrono::milliseconds timeout) {
       else o.ids.push_back(e.token);
     }
   }
+}
+
+void TinyNeedleTest::SetUp() {
+  auto dir = shared_path("models/tiny-qwen3");
+  if (!dir) GTEST_SKIP() << "../shared/models/tiny-qwen3 is absent: skipping";
+  dir_ = *dir;
+  model_ = dir_.string();
+  Needle n = read_needle(dir_, "needle_4096_0");
+  ASSERT_FALSE(n.answer.empty());
+  prompt_ = std::move(n.prompt);
+  answer_ = std::move(n.answer);
+  doc_ = std::move(n.doc);
 }
 
 }  // namespace tq::test

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "engine/engine_loop.h"
 #include "io/safetensors.h"
 
@@ -23,6 +25,17 @@ struct Needle {
   std::vector<int32_t> doc, prompt, answer;
 };
 Needle read_needle(const std::filesystem::path& model_dir, const std::string& name);
+
+// The guard tests' case: tiny-qwen3 (skipped when the shared fixtures are absent) and its
+// needle_4096_0, whose prompt stops right before the first answer, so the value must be
+// recalled from ~4000 tokens back.
+class TinyNeedleTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  std::filesystem::path dir_;
+  std::string model_;  // dir_ as a string, for --model
+  std::vector<int32_t> prompt_, answer_, doc_;
+};
 
 // Everything one request produced, up to its Finished event.
 struct EngineOutcome {

@@ -43,20 +43,14 @@ std::string text_of(const httplib::Result& r) {
   return json::parse(r->body)["choices"][0]["text"];
 }
 
-class GuardHttp : public ::testing::Test {
+class GuardHttp : public TinyNeedleTest {
  protected:
   void SetUp() override {
-    auto dir = shared_path("models/tiny-qwen3");
-    if (!dir) GTEST_SKIP() << "../shared/models/tiny-qwen3 is absent: skipping";
-    model_ = dir->string();
-    // Stops right before the first answer: the value must be recalled from ~4000 tokens back.
-    Needle n = read_needle(*dir, "needle_4096_0");
-    ASSERT_FALSE(n.answer.empty());
-    prompt_ = n.prompt;
-    answer_ = n.answer;
+    TinyNeedleTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     answer_n_ = int64_t(answer_.size());
-    start_.assign(n.doc.begin(), n.doc.begin() + 1024);  // an earlier turn: 4 whole blocks
-    SafetensorsFile ref(*dir / "reference/reference.safetensors");
+    start_.assign(doc_.begin(), doc_.begin() + 1024);  // an earlier turn: 4 whole blocks
+    SafetensorsFile ref(dir_ / "reference/reference.safetensors");
     std::vector<int32_t> other = reference_ints(ref, "needle_4096_1.ids");
     ASSERT_GE(other.size(), 3840u);
     other_.assign(other.begin(), other.begin() + 768);  // unrelated: 3 whole blocks
@@ -71,8 +65,7 @@ class GuardHttp : public ::testing::Test {
             "--mem-soft", "0.9", "--kv-slice", "1024", "--prefill-chunk", "256", "--prefix-block", "256"};
   }
 
-  std::string model_;
-  std::vector<int32_t> prompt_, answer_, start_, other_, pool_, warm_;
+  std::vector<int32_t> start_, other_, pool_, warm_;
   int64_t answer_n_ = 0;
 };
 

@@ -30,19 +30,12 @@ httplib::Result complete(const ServerProcess& srv, const std::vector<int32_t>& p
   return cli.Post("/v1/completions", body.dump(), "application/json");
 }
 
-class GuardServer : public ::testing::Test {
+class GuardServer : public TinyNeedleTest {
  protected:
   void SetUp() override {
-    auto dir = shared_path("models/tiny-qwen3");
-    if (!dir) GTEST_SKIP() << "../shared/models/tiny-qwen3 is absent: skipping";
-    model_ = dir->string();
-    // The prompt stops right before the first answer ("assert KEY == "): the model must
-    // recall the value from thousands of tokens back.
-    Needle n = read_needle(*dir, "needle_4096_0");
-    ASSERT_FALSE(n.answer.empty());
-    prompt_ = n.prompt;
-    answer_ = n.answer;
-    warm_.assign(n.doc.begin(), n.doc.begin() + 300);
+    TinyNeedleTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    warm_.assign(doc_.begin(), doc_.begin() + 300);
   }
 
   std::vector<std::string> args(const std::string& mid, uint64_t limit) const {
@@ -90,8 +83,7 @@ class GuardServer : public ::testing::Test {
     return srv;
   }
 
-  std::string model_;
-  std::vector<int32_t> prompt_, answer_, warm_;
+  std::vector<int32_t> warm_;
   uint64_t limit_ = 0;
 };
 
