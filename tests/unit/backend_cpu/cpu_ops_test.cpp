@@ -5,17 +5,12 @@
 #include <random>
 
 #include "backend/cpu/cpu_backend.h"
+#include "common/random.h"
 
 namespace tq {
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d;
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using test::randn;
 
 // Naive attention in double: the definition, position by position.
 std::vector<float> naive_attention(const AttentionArgs& a) {

@@ -9,17 +9,12 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_hybrid_ops.h"
+#include "common/random.h"
 
 namespace tq {
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using test::randn;
 
 std::vector<float> poisoned(size_t n) {
   return std::vector<float>(n, std::numeric_limits<float>::quiet_NaN());

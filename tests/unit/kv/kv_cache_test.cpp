@@ -11,19 +11,14 @@
 #include "core/error.h"
 #include "kv/compressed_cache.h"
 #include "kv/kv_convert.h"
+#include "common/random.h"
 
 namespace tq {
 namespace {
 
 const LayerShape kShape{4, 2, 128};
 
-std::vector<float> randn(size_t n, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d;
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using test::randn;
 
 // Fills a two-layer cache (dense + rotating) with T tokens of random K/V, and returns them.
 struct Filled {

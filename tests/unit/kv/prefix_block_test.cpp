@@ -10,6 +10,7 @@
 #include "kv/block_codec.h"
 #include "kv/compressed_cache.h"
 #include "kv/recurrent_cache.h"
+#include "common/random.h"
 
 namespace tq {
 namespace {
@@ -18,13 +19,7 @@ const LayerShape kShape{4, 2, 64};
 const RecurrentShape kRec{24, 4, 2, 8, 8};
 constexpr int64_t kBlock = 32;
 
-std::vector<float> randn(size_t n, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d;
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using test::randn;
 
 KvCache make_mixed(Backend& be, int64_t window, int64_t recent) {
   KvCache c;
