@@ -46,10 +46,11 @@ struct Weight {
 // q [T, n_head, head_dim]; k, v: [n_head_kv, L, head_dim] with head stride `kv_head_stride`
 // elements; query t sits at position q_pos0 + t, key j at k_pos0 + j. A key is visible when
 // its position <= the query's and (window == 0 or q_pos - k_pos < window).
+// K/V elements are kv_dtype (F32 everywhere; BF16 on backends whose kv_dtype() is BF16).
 struct AttentionArgs {
   const float* q = nullptr;
-  const float* k = nullptr;
-  const float* v = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
   float* out = nullptr;  // [T, n_head, head_dim]
   int64_t T = 0, L = 0;
   int64_t n_head = 0, n_head_kv = 0, head_dim = 0;
@@ -57,6 +58,7 @@ struct AttentionArgs {
   int64_t q_pos0 = 0, k_pos0 = 0;
   int64_t window = 0;
   float scale = 1.0f;
+  DType kv_dtype = DType::F32;
 };
 
 // One sequence's gated delta rule (the Gated DeltaNet recurrence), token by token:
@@ -78,6 +80,51 @@ struct DeltaRuleArgs {
   int64_t n_k_head = 0, n_v_head = 0, dk = 0, dv = 0;
 };
 
+// One layer's dense K/V storage: head-major [n_head_kv][cap][head_dim] elements of `dtype`
+// (backend memory); token slot j of kv head h at (h * cap + j) * head_dim.
+struct KvStore {
+  void* k = nullptr;
+  void* v = nullptr;
+  DType dtype = DType::F32;
+  int64_t cap = 0, n_head_kv = 0, head_dim = 0;
+};
+
+namespace quant {
+class VectorCodec;
+}
+
+// One TurboQuant layer in backend memory (structure of arrays): for kv head h, token t,
+// i = h * cap + t: codes at k_codes + i * head_dim * bits / 8 (VectorCodec's packed indices),
+// scale at k_scale[i] (fp16 bits, VectorCodec's scale); V likewise. The codecs are host objects.
+struct TqStore {
+  const quant::VectorCodec* k_codec = nullptr;
+  const quant::VectorCodec* v_codec = nullptr;
+  uint8_t* k_codes = nullptr;
+  uint8_t* v_codes = nullptr;
+  uint16_t* k_scale = nullptr;
+  uint16_t* v_scale = nullptr;
+  int64_t cap = 0, n_head_kv = 0, head_dim = 0;
+};
+// Exact rows beside a TurboQuant layer, already rotated (R_k k, R_v v): f32
+// [n_head_kv][cap][head_dim] (backend memory).
+struct TqRows {
+  float* k = nullptr;
+  float* v = nullptr;
+  int64_t cap = 0;
+};
+// Attention of q [T, n_head, head_dim] (f32, positions q_pos0 + t, causal) over a TurboQuant
+// layer: records [0, n_rec) hold positions 0 .. n_rec - 1, exact rows [0, n_exact) of `rows`
+// hold positions n_rec .. n_rec + n_exact - 1. q_pos0 + T - 1 < n_rec + n_exact.
+struct TqAttentionArgs {
+  const float* q = nullptr;
+  float* out = nullptr;  // [T, n_head, head_dim] f32
+  TqStore store;
+  TqRows rows;
+  int64_t n_rec = 0, n_exact = 0;
+  int64_t T = 0, n_head = 0, q_pos0 = 0;
+  float scale = 1.0f;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -87,6 +134,7 @@ class Backend {
   virtual void release(void* p, size_t bytes) = 0;
   virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
+  // Device-to-device copy with memmove semantics (the ranges may overlap).
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   // Bytes currently allocated through this backend (weights, caches, workspaces).
   virtual size_t allocated_bytes() const = 0;
@@ -110,6 +158,29 @@ class Backend {
   // x[i] += y[i].
   virtual void add(float* x, const float* y, int64_t n) = 0;
   virtual void attention(const AttentionArgs& a) = 0;
+
+  // Dense KV storage. The element type this backend's dense caches use (CPU: F32, CUDA: BF16).
+  virtual DType kv_dtype() const { return DType::F32; }
+  // Stores T new tokens k, v [T, n_head_kv, head_dim] (f32, backend memory) at slots
+  // [at, at + T) of every kv head. The base version handles F32 stores with copy().
+  virtual void kv_write(const KvStore& dst, int64_t at, const float* k, const float* v, int64_t T);
+  // Reads slots [at, at + T) back as f32 [T, n_head_kv, head_dim] (backend memory).
+  virtual void kv_read(const KvStore& src, int64_t at, int64_t T, float* k, float* v);
+
+  // TurboQuant caches in backend memory. A backend that keeps them says so here for the given
+  // codecs; kv/ then stores compressed layers as TqStore and calls the two ops below.
+  virtual bool device_turboquant(const quant::VectorCodec& k, const quant::VectorCodec& v) const {
+    return false;
+  }
+  // Encodes T rows into records [at, at + T): row (t, h) of K at k + t * token_stride +
+  // h * head_stride (f32, backend memory), V likewise from v. With `rows` non-null, also writes
+  // the rotated rows (R_k k, R_v v) at slots [rows_at, rows_at + T) of `rows`.
+  virtual void tq_write(const TqStore& dst, int64_t at, const float* k, const float* v, int64_t T,
+                        int64_t token_stride, int64_t head_stride, const TqRows* rows,
+                        int64_t rows_at) {
+    unsupported("tq_write");
+  }
+  virtual void tq_attention(const TqAttentionArgs& a) { unsupported("tq_attention"); }
 
   // Ops of hybrid models (Qwen3.5 gated attention and Gated DeltaNet layers). A backend that has
   // not implemented one throws Error naming it, so models without these layers are unaffected.
@@ -146,7 +217,7 @@ class Backend {
 
  protected:
   [[noreturn]] void unsupported(const char* op) const {
-    fail("the {} backend does not implement {} (needed by hybrid models)", name(), op);
+    fail("the {} backend does not implement {}", name(), op);
   }
 };
 

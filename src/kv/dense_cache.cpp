@@ -23,61 +23,73 @@ const char* cache_kind_name(CacheKind k) {
 
 namespace {
 
-// Per-head K/V storage of `cap` tokens, grown geometrically.
+// Per-head K/V storage of `cap` tokens in the backend's KV element type, grown geometrically.
 struct HeadMajorKv {
   LayerShape s;
+  DType dtype = DType::F32;
   int64_t cap = 0;
-  DeviceBuffer k, v;  // f32 [n_head_kv, cap, head_dim]
+  DeviceBuffer k, v;  // [n_head_kv, cap, head_dim] of dtype
 
-  size_t token_bytes() const { return size_t(2 * s.n_head_kv * s.head_dim) * sizeof(float); }
+  size_t elem() const { return dtype_size(dtype); }
+  size_t token_bytes() const { return size_t(2 * s.n_head_kv * s.head_dim) * elem(); }
+  uint8_t* kp() const { return static_cast<uint8_t*>(k.data()); }
+  uint8_t* vp() const { return static_cast<uint8_t*>(v.data()); }
+  size_t slot_offset(int64_t h, int64_t slot) const {
+    return size_t((h * cap + slot) * s.head_dim) * elem();
+  }
+  KvStore store() const { return KvStore{k.data(), v.data(), dtype, cap, s.n_head_kv, s.head_dim}; }
   void reserve(Backend& be, int64_t want, int64_t keep) {
     if (want <= cap) return;
     int64_t new_cap = std::max<int64_t>({want, cap * 2, 256});
-    size_t bytes = size_t(s.n_head_kv * new_cap * s.head_dim) * sizeof(float);
+    size_t bytes = size_t(s.n_head_kv * new_cap * s.head_dim) * elem();
     DeviceBuffer nk(&be, bytes), nv(&be, bytes);
+    const size_t old_stride = size_t(cap * s.head_dim) * elem();
+    const size_t new_stride = size_t(new_cap * s.head_dim) * elem();
     for (int64_t h = 0; h < s.n_head_kv && keep > 0; ++h) {
-      size_t n = size_t(keep * s.head_dim) * sizeof(float);
-      be.copy(nk.f32() + h * new_cap * s.head_dim, k.f32() + h * cap * s.head_dim, n);
-      be.copy(nv.f32() + h * new_cap * s.head_dim, v.f32() + h * cap * s.head_dim, n);
+      size_t n = size_t(keep * s.head_dim) * elem();
+      be.copy(static_cast<uint8_t*>(nk.data()) + h * new_stride, kp() + h * old_stride, n);
+      be.copy(static_cast<uint8_t*>(nv.data()) + h * new_stride, vp() + h * old_stride, n);
     }
     k = std::move(nk);
     v = std::move(nv);
     cap = new_cap;
   }
-  // Writes T tokens of [T, n_head_kv, head_dim] at slot `at`.
+  // Writes T tokens of [T, n_head_kv, head_dim] f32 (backend memory) at slot `at`.
   void write(Backend& be, const float* kn, const float* vn, int64_t T, int64_t at) {
-    const int64_t d = s.head_dim;
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t h = 0; h < s.n_head_kv; ++h) {
-        size_t off = size_t((h * cap + at + t) * d);
-        be.copy(k.f32() + off, kn + (t * s.n_head_kv + h) * d, size_t(d) * sizeof(float));
-        be.copy(v.f32() + off, vn + (t * s.n_head_kv + h) * d, size_t(d) * sizeof(float));
-      }
+    be.kv_write(store(), at, kn, vn, T);
   }
-  // Appends slots [s0, s0 + n) of every head, K then V: [2][n_head_kv][n][head_dim] f32.
+  // Appends slots [s0, s0 + n) of every head, K then V: [2][n_head_kv][n][head_dim] of dtype.
   void save_slots(Backend& be, int64_t s0, int64_t n, std::vector<uint8_t>& out) const {
-    const int64_t d = s.head_dim;
-    const size_t row = size_t(n * d) * sizeof(float);
-    for (const DeviceBuffer* buf : {&k, &v})
+    const size_t row = size_t(n * s.head_dim) * elem();
+    for (uint8_t* base : {kp(), vp()})
       for (int64_t h = 0; h < s.n_head_kv; ++h)
-        if (row) be.download(grow_bytes(out, row), buf->f32() + (h * cap + s0) * d, row);
+        if (row) be.download(grow_bytes(out, row), base + slot_offset(h, s0), row);
   }
   // The inverse: writes slots [s0, s0 + n) from bytes laid out as save_slots writes them.
   void load_slots(Backend& be, int64_t s0, int64_t n, const uint8_t* in) {
-    const int64_t d = s.head_dim;
-    const size_t row = size_t(n * d) * sizeof(float);
-    for (const DeviceBuffer* buf : {&k, &v})
+    const size_t row = size_t(n * s.head_dim) * elem();
+    for (uint8_t* base : {kp(), vp()})
       for (int64_t h = 0; h < s.n_head_kv; ++h, in += row)
-        if (row) be.upload(buf->f32() + (h * cap + s0) * d, in, row);
+        if (row) be.upload(base + slot_offset(h, s0), in, row);
+  }
+  // Moves slots [from, from + n) of every head to [0, n) (the ranges may overlap: Backend::copy
+  // has memmove semantics).
+  void shift_to_front(Backend& be, int64_t from, int64_t n) {
+    for (uint8_t* base : {kp(), vp()})
+      for (int64_t h = 0; h < s.n_head_kv; ++h)
+        be.copy(base + slot_offset(h, 0), base + slot_offset(h, from),
+                size_t(n * s.head_dim) * elem());
   }
   std::string shape_id() const {
-    return fmt::format("f32 hk={} d={}", s.n_head_kv, s.head_dim);
+    return fmt::format("{} hk={} d={}", dtype == DType::F32 ? "f32" : dtype_name(dtype),
+                       s.n_head_kv, s.head_dim);
   }
   AttentionArgs args(const float* q, float* out, int64_t T, int64_t L, float scale) const {
     AttentionArgs a;
     a.q = q;
-    a.k = k.f32();
-    a.v = v.f32();
+    a.k = k.data();
+    a.v = v.data();
+    a.kv_dtype = dtype;
     a.out = out;
     a.T = T;
     a.L = L;
@@ -92,7 +104,10 @@ struct HeadMajorKv {
 
 class DenseCache final : public LayerCache {
  public:
-  explicit DenseCache(const LayerShape& s) { kv_.s = s; }
+  DenseCache(const LayerShape& s, DType dtype) {
+    kv_.s = s;
+    kv_.dtype = dtype;
+  }
   CacheKind kind() const override { return CacheKind::Dense; }
   int64_t n_tokens() const override { return n_; }
   size_t bytes() const override { return kv_.k.bytes() + kv_.v.bytes(); }
@@ -101,13 +116,7 @@ class DenseCache final : public LayerCache {
 
   void read_tokens(Backend& be, int64_t t0, int64_t n, float* k, float* v) const override {
     TQ_CHECK(t0 >= 0 && n >= 0 && t0 + n <= n_);
-    const int64_t d = kv_.s.head_dim, hk = kv_.s.n_head_kv;
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t h = 0; h < hk; ++h) {
-        size_t off = size_t((h * kv_.cap + t0 + t) * d);
-        be.download(k + (t * hk + h) * d, kv_.k.f32() + off, size_t(d) * sizeof(float));
-        be.download(v + (t * hk + h) * d, kv_.v.f32() + off, size_t(d) * sizeof(float));
-      }
+    be.kv_read(kv_.store(), t0, n, k, v);
   }
 
   void save_block(Backend& be, int64_t t0, std::vector<uint8_t>& out) const override {
@@ -144,7 +153,10 @@ class DenseCache final : public LayerCache {
 // attends, then shifts the tail back to the front.
 class RotatingCache final : public LayerCache {
  public:
-  RotatingCache(const LayerShape& s, int64_t window) : window_(window) { kv_.s = s; }
+  RotatingCache(const LayerShape& s, DType dtype, int64_t window) : window_(window) {
+    kv_.s = s;
+    kv_.dtype = dtype;
+  }
   CacheKind kind() const override { return CacheKind::Rotating; }
   int64_t n_tokens() const override { return n_; }
   size_t bytes() const override { return kv_.k.bytes() + kv_.v.bytes(); }
@@ -186,15 +198,7 @@ class RotatingCache final : public LayerCache {
     n_ += T;
     int64_t total = held_ + T;
     int64_t keep = std::min<int64_t>(window_ - 1, total);
-    if (keep < total) {
-      const int64_t d = kv_.s.head_dim;
-      for (int64_t h = 0; h < kv_.s.n_head_kv; ++h) {
-        size_t base = size_t(h * kv_.cap * d);
-        size_t from = base + size_t((total - keep) * d);
-        be.copy(kv_.k.f32() + base, kv_.k.f32() + from, size_t(keep * d) * sizeof(float));
-        be.copy(kv_.v.f32() + base, kv_.v.f32() + from, size_t(keep * d) * sizeof(float));
-      }
-    }
+    if (keep < total) kv_.shift_to_front(be, total - keep, keep);
     held_ = keep;
   }
 
@@ -208,12 +212,12 @@ class RotatingCache final : public LayerCache {
 }  // namespace
 
 std::unique_ptr<LayerCache> make_dense_cache(Backend& be, const LayerShape& s) {
-  return std::make_unique<DenseCache>(s);
+  return std::make_unique<DenseCache>(s, be.kv_dtype());
 }
 
 std::unique_ptr<LayerCache> make_rotating_cache(Backend& be, const LayerShape& s, int64_t window) {
   TQ_CHECK(window > 0);
-  return std::make_unique<RotatingCache>(s, window);
+  return std::make_unique<RotatingCache>(s, be.kv_dtype(), window);
 }
 
 }  // namespace tq

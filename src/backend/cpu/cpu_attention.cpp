@@ -13,6 +13,9 @@
 namespace tq {
 
 void cpu_attention(const AttentionArgs& a) {
+  if (a.kv_dtype != DType::F32) fail("CPU attention: K/V must be f32, not {}", dtype_name(a.kv_dtype));
+  const float* k_base = static_cast<const float*>(a.k);
+  const float* v_base = static_cast<const float*>(a.v);
   const int64_t d = a.head_dim;
   const int64_t group = a.n_head / a.n_head_kv;
   const int64_t q_row = a.n_head * d;  // stride between query positions
@@ -38,8 +41,8 @@ void cpu_attention(const AttentionArgs& a) {
         continue;
       }
       const int64_t nk = j1 - j0;
-      const float* K = a.k + hk * a.kv_head_stride + j0 * d;
-      const float* V = a.v + hk * a.kv_head_stride + j0 * d;
+      const float* K = k_base + hk * a.kv_head_stride + j0 * d;
+      const float* V = v_base + hk * a.kv_head_stride + j0 * d;
       sb.resize(size_t(bt * nk));
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(bt), int(nk), int(d), a.scale,
                   a.q + t0 * q_row + h * d, int(q_row), K, int(d), 0.f, sb.data(), int(nk));

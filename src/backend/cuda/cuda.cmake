@@ -24,9 +24,10 @@ if(TQ_CUDA)
     set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
   endif()
   file(GLOB _tq_cu CONFIGURE_DEPENDS ${_tq_cuda_dir}/*.cu)
+  file(GLOB _tq_cuda_cpp CONFIGURE_DEPENDS ${_tq_cuda_dir}/*.cpp)
+  list(FILTER _tq_cuda_cpp EXCLUDE REGEX "cuda_unavailable\\.cpp$")
   # Host code (the Backend, cuBLASLt, fmt) is plain .cpp; nvcc sees only kernels and launchers.
-  add_library(tq_backend_cuda STATIC ${_tq_cu} ${_tq_cuda_dir}/kernel_choice.cpp
-    ${_tq_cuda_dir}/cuda_backend.cpp ${_tq_cuda_dir}/cuda_device.cpp)
+  add_library(tq_backend_cuda STATIC ${_tq_cu} ${_tq_cuda_cpp})
   set_target_properties(tq_backend_cuda PROPERTIES CUDA_ARCHITECTURES "${TQ_CUDA_ARCHS}"
     CUDA_STANDARD 20 CUDA_EXTENSIONS OFF CUDA_RUNTIME_LIBRARY Static
     POSITION_INDEPENDENT_CODE ON)

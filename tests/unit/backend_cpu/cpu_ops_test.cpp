@@ -25,7 +25,7 @@ std::vector<float> naive_attention(const AttentionArgs& a) {
       for (int64_t j = 0; j < a.L; ++j) {
         int64_t kp = a.k_pos0 + j;
         if (kp > qp || (a.window && qp - kp >= a.window)) continue;
-        const float* k = a.k + (h / group) * a.kv_head_stride + j * d;
+        const float* k = static_cast<const float*>(a.k) + (h / group) * a.kv_head_stride + j * d;
         double dot = 0;
         for (int64_t i = 0; i < d; ++i) dot += double(q[i]) * k[i];
         s.push_back(dot * a.scale);
@@ -36,7 +36,7 @@ std::vector<float> naive_attention(const AttentionArgs& a) {
       for (int64_t i = 0; i < d; ++i) {
         double acc = 0;
         for (size_t n = 0; n < js.size(); ++n)
-          acc += s[n] / sum * a.v[(h / group) * a.kv_head_stride + js[n] * d + i];
+          acc += s[n] / sum * static_cast<const float*>(a.v)[(h / group) * a.kv_head_stride + js[n] * d + i];
         out[size_t((t * a.n_head + h) * d + i)] = float(acc);
       }
     }

@@ -1,0 +1,247 @@
+// CudaBackend: the Backend on one GPU (internal to src/backend/cuda; host code only). Weights
+// bf16 (vectors f32), activations f32; linear layers cast the activations to bf16 and run one
+// cuBLASLt GEMM with f32 output; all work is queued on one stream, downloads synchronize it.
+// Methods are defined in cuda_backend.cpp (core ops, dense KV) and cuda_backend_tq.cpp
+// (TurboQuant caches).
+#pragma once
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_host_check.h"
+#include "backend/cuda/ops_kernels.h"
+#include "backend/cuda/tq_cuda.h"
+#include "core/check.h"
+#include "core/dtype.h"
+
+#define CUBLAS_CHECK(expr)                                                              \
+  do {                                                                                  \
+    cublasStatus_t st_ = (expr);                                                        \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                   \
+      ::tq::fail("{}:{}: {} failed: cuBLAS status {}", __FILE__, __LINE__, #expr, int(st_)); \
+  } while (0)
+
+namespace tq {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {
+    if (!cuda_available()) fail("no CUDA device is available");
+    CUDA_CHECK(cudaSetDevice(device));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CUBLAS_CHECK(cublasLtCreate(&lt_));
+    CUDA_CHECK(cudaMalloc(&lt_ws_, kLtWorkspace));
+    info_ = cuda::device_info(device);
+  }
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    for (auto& [key, plan] : plans_) destroy(plan);
+    if (act_bf16_) cudaFree(act_bf16_);
+    if (ids_dev_) cudaFree(ids_dev_);
+    if (inv_freq_dev_) cudaFree(inv_freq_dev_);
+    cudaFree(lt_ws_);
+    cublasLtDestroy(lt_);
+    cudaStreamDestroy(stream_);
+  }
+  const char* name() const override { return "cuda"; }
+
+  void* alloc(size_t bytes) override {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, bytes));
+    allocated_ += bytes;
+    return p;
+  }
+  void release(void* p, size_t bytes) override {
+    // The buffer may still be read by queued work: let the stream drain first.
+    cudaStreamSynchronize(stream_);
+    cudaFree(p);
+    allocated_ -= bytes;
+  }
+  void upload(void* dst, const void* src, size_t bytes) override {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));  // src is pageable host memory the caller owns
+  }
+  void download(void* dst, const void* src, size_t bytes) override {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  }
+  size_t allocated_bytes() const override { return allocated_.load(); }
+
+  Weight load_weight(DType src, const void* host, int64_t rows, int64_t cols) override {
+    const size_t n = size_t(rows * cols);
+    std::vector<float> f(n);
+    to_f32(src, host, f.data(), n);
+    Weight w;
+    w.rows = rows;
+    w.cols = cols;
+    if (rows == 1) {  // norms and biases stay f32
+      w.dtype = DType::F32;
+      w.buf = DeviceBuffer(this, n * sizeof(float));
+      upload(w.buf.data(), f.data(), n * sizeof(float));
+    } else {
+      std::vector<uint16_t> b(n);
+      for (size_t i = 0; i < n; ++i) b[i] = f32_to_bf16(f[i]);
+      w.dtype = DType::BF16;
+      w.buf = DeviceBuffer(this, n * sizeof(uint16_t));
+      upload(w.buf.data(), b.data(), n * sizeof(uint16_t));
+    }
+    return w;
+  }
+
+  void embedding(std::span<const int32_t> ids, const Weight& table, float* out) override {
+    TQ_CHECK(table.dtype == DType::BF16);
+    const int64_t T = int64_t(ids.size());
+    ensure(ids_dev_, ids_cap_, size_t(T) * sizeof(int32_t));
+    CUDA_CHECK(cudaMemcpyAsync(ids_dev_, ids.data(), size_t(T) * sizeof(int32_t),
+                               cudaMemcpyHostToDevice, stream_));
+    cuda::launch_embedding(static_cast<const int32_t*>(ids_dev_), T, table.buf.data(), table.cols,
+                           out, stream_);
+    CUDA_CHECK(cudaStreamSynchronize(stream_));  // ids live in caller memory
+  }
+  void rms_norm(const float* x, int64_t rows, const Weight& w, float eps, float* out) override {
+    TQ_CHECK(w.dtype == DType::F32);
+    cuda::launch_rms_norm(x, rows, w.cols, w.buf.f32(), eps, out, stream_);
+  }
+  void linear(const float* x, int64_t T, const Weight& w, float* out, const Weight* bias) override {
+    TQ_CHECK(w.dtype == DType::BF16);
+    if (T <= 0) return;
+    ensure(act_bf16_, act_cap_, size_t(T * w.cols) * 2);
+    cuda::launch_to_bf16(x, act_bf16_, T * w.cols, stream_);
+    gemm(act_bf16_, T, w, out);
+    if (bias) cuda::launch_bias(out, bias->buf.f32(), T, w.rows, stream_);
+  }
+  void rope(float* x, int64_t T, int64_t n_head, int64_t head_dim, int64_t pos0,
+            std::span<const float> inv_freq) override {
+    TQ_CHECK(int64_t(inv_freq.size()) == head_dim / 2);
+    if (inv_freq_host_.size() != inv_freq.size() ||
+        std::memcmp(inv_freq_host_.data(), inv_freq.data(), inv_freq.size_bytes()) != 0) {
+      inv_freq_host_.assign(inv_freq.begin(), inv_freq.end());
+      ensure(inv_freq_dev_, inv_freq_cap_, inv_freq.size_bytes());
+      upload(inv_freq_dev_, inv_freq.data(), inv_freq.size_bytes());
+    }
+    cuda::launch_rope(x, T, n_head, head_dim, pos0, static_cast<const float*>(inv_freq_dev_),
+                      stream_);
+  }
+  void swiglu(const float* gate, const float* up, float* out, int64_t n) override {
+    cuda::launch_swiglu(gate, up, out, n, stream_);
+  }
+  void add(float* x, const float* y, int64_t n) override { cuda::launch_add(x, y, n, stream_); }
+  void attention(const AttentionArgs& a) override {
+    cuda::AttnShape s;
+    s.n_query = a.T;
+    s.n_head = a.n_head;
+    s.n_head_kv = a.n_head_kv;
+    s.head_dim = a.head_dim;
+    s.max_len = a.L;
+    s.format = cuda::KvFormat::F32;
+    if (a.kv_dtype != DType::F32) fail("CUDA attention: {} K/V is not wired yet", dtype_name(a.kv_dtype));
+    const cuda::AttnPlan plan = cuda::choose_attention(info_, s);
+    if (plan.kernel != cuda::AttnKernel::Generic)
+      fail("CUDA attention: no kernel for this shape ({})", cuda::attn_kernel_name(plan.kernel));
+    const cuda::GenericAttnArgs g{a.q, static_cast<const float*>(a.k),
+                                  static_cast<const float*>(a.v), a.out, a.T, a.L, a.n_head, a.n_head_kv,
+                                  a.head_dim, a.kv_head_stride, a.q_pos0, a.k_pos0, a.window,
+                                  a.scale};
+    cuda::launch_generic_attention(g, stream_);
+  }
+
+  // Dense KV storage (cuda_backend.cpp).
+  DType kv_dtype() const override { return DType::BF16; }
+  void kv_write(const KvStore& dst, int64_t at, const float* k, const float* v, int64_t T) override;
+  void kv_read(const KvStore& src, int64_t at, int64_t T, float* k, float* v) override;
+
+  // TurboQuant caches on the device (cuda_backend_tq.cpp).
+  bool device_turboquant(const quant::VectorCodec& k, const quant::VectorCodec& v) const override;
+  void tq_write(const TqStore& dst, int64_t at, const float* k, const float* v, int64_t T,
+                int64_t token_stride, int64_t head_stride, const TqRows* rows,
+                int64_t rows_at) override;
+  void tq_attention(const TqAttentionArgs& a) override;
+
+ private:
+  static constexpr size_t kLtWorkspace = 32u << 20;
+  struct GemmPlan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  static void destroy(GemmPlan& p) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.c);
+    cublasLtMatmulDescDestroy(p.op);
+  }
+
+  void ensure(void*& p, size_t& cap, size_t bytes) {
+    if (bytes <= cap) return;
+    if (p) {
+      CUDA_CHECK(cudaStreamSynchronize(stream_));
+      cudaFree(p);
+    }
+    cap = std::max(bytes, cap * 2);
+    CUDA_CHECK(cudaMalloc(&p, cap));
+  }
+
+  // out[T, N] (row-major f32) = x[T, K] . W[N, K]^T: column-major, that is
+  // out^T (N x T) = op_T(W as K x N) . (x^T as K x T).
+  void gemm(const void* x_bf16, int64_t T, const Weight& w, float* out) {
+    const int64_t N = w.rows, K = w.cols;
+    auto key = std::make_tuple(T, N, K);
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      GemmPlan p;
+      CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+      cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+      CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, uint64_t(K), uint64_t(N), K));
+      CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, uint64_t(K), uint64_t(T), K));
+      CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, uint64_t(N), uint64_t(T), N));
+      cublasLtMatmulPreference_t pref;
+      CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+      size_t ws = kLtWorkspace;
+      CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+          pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+      cublasLtMatmulHeuristicResult_t res{};
+      int found = 0;
+      CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, p.op, p.a, p.b, p.c, p.c, pref, 1, &res,
+                                                  &found));
+      cublasLtMatmulPreferenceDestroy(pref);
+      if (found == 0) fail("cuBLASLt has no algorithm for a {}x{}x{} bf16 GEMM", T, N, K);
+      p.algo = res.algo;
+      it = plans_.emplace(key, p).first;
+    }
+    const GemmPlan& p = it->second;
+    const float alpha = 1.0f, beta = 0.0f;
+    CUBLAS_CHECK(cublasLtMatmul(lt_, p.op, &alpha, w.buf.data(), p.a, x_bf16, p.b, &beta, out,
+                                p.c, out, p.c, &p.algo, lt_ws_, kLtWorkspace, stream_));
+  }
+
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  void* lt_ws_ = nullptr;
+  cuda::DeviceInfo info_;
+  std::atomic<size_t> allocated_{0};
+  std::map<std::tuple<int64_t, int64_t, int64_t>, GemmPlan> plans_;
+  void* act_bf16_ = nullptr;
+  size_t act_cap_ = 0;
+  void* ids_dev_ = nullptr;
+  size_t ids_cap_ = 0;
+  void* inv_freq_dev_ = nullptr;
+  size_t inv_freq_cap_ = 0;
+  std::vector<float> inv_freq_host_;
+};
+
+}  // namespace tq
