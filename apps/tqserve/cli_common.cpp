@@ -17,8 +17,8 @@ namespace tq::app {
 LoadedModel load_model(const std::filesystem::path& dir, const std::string& device) {
   LoadedModel m;
   auto t0 = std::chrono::steady_clock::now();
+  check_device(device);
   if (device == "cuda") {
-    if (!cuda_available()) fail("--device cuda: {}", cuda_device_summary());
     m.backend = make_cuda_backend();
   } else if (device == "cpu") {
     m.backend = make_cpu_backend();
@@ -35,14 +35,17 @@ LoadedModel load_model(const std::filesystem::path& dir, const std::string& devi
   return m;
 }
 
-void add_device_option(CLI::App* cmd, std::string& device) {
-  cmd->add_option("--device", device, "Where the model runs: cpu (default) or cuda (GPU 0; dense KV)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+void check_device(const std::string& device) {
+  if (device == "cuda" && !cuda_available()) fail("--device cuda: {}", cuda_device_summary());
+  if (device != "cuda" && device != "cpu") fail("--device must be cpu or cuda, not '{}'", device);
 }
 
-void check_device_kv(const std::string& device, const std::string& kv) {
-  if (device == "cuda" && kv != "dense")
-    fail("--device cuda runs dense KV only: the TurboQuant cache is not on the GPU yet (use --kv dense)");
+void add_device_option(CLI::App* cmd, std::string& device) {
+  cmd->add_option("--device", device,
+                  "Where the model runs: cpu (default) or cuda (GPU 0: weights, KV caches and "
+                  "workspaces in its memory; one GPU per process)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
 }
 
 std::vector<int32_t> parse_ids(const std::string& text) {
@@ -175,7 +178,12 @@ void add_guard_options(CLI::App* c, GuardArgs& g) {
                 "Process memory limit for the guard: bytes (2G, 512MiB) or a percent of RAM (75%); "
                 "a cgroup limit tightens it");
   c->add_option("--min-host-headroom", g.min_headroom,
-                "Host MemAvailable the guard keeps free, e.g. 1G");
+                "Host MemAvailable the guard keeps free, e.g. 1G (with --device cuda: the GPU's "
+                "free memory)");
+  c->add_option("--gpu-mem-limit", g.gpu_mem_limit,
+                "With --device cuda: GPU memory the guard lets weights, KV caches and workspaces "
+                "take: bytes (100G) or a percent of the GPU's memory (90%); default: its total "
+                "minus max(1 GiB, 5%)");
   c->add_option("--mem-soft", g.soft, "Soft threshold (fraction of the limit): chunks shrink above it")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 1.0));
@@ -254,11 +262,26 @@ TurboQuantSwitches make_switches(const KvArgs& kv, const GuardArgs& g) {
   return s;
 }
 
-GuardOptions make_guard_options(const GuardArgs& g, const KvArgs& kv, int64_t prefill_chunk) {
+GuardOptions make_guard_options(const GuardArgs& g, const KvArgs& kv, int64_t prefill_chunk,
+                                const std::string& device) {
   GuardOptions o;
-  o.enabled = g.guard || !g.mem_limit.empty() || !g.min_headroom.empty();
+  o.enabled = g.guard || !g.mem_limit.empty() || !g.min_headroom.empty() || !g.gpu_mem_limit.empty();
   TurboQuantSwitches sw = make_switches(kv, g);
   o.mid_prefill = sw.mid_prefill_active();
+  if (device == "cuda") {
+    // The guard counts GPU memory (the backend's allocations, the device's free memory): a host
+    // limit would not bound it.
+    if (!g.mem_limit.empty())
+      fail("--mem-limit limits host memory; with --device cuda the memory guard counts GPU memory: "
+           "use --gpu-mem-limit");
+    if (!g.gpu_mem_limit.empty()) {
+      auto l = MemoryLimit::parse(g.gpu_mem_limit);
+      if (!l) fail("--gpu-mem-limit: '{}' is not a size (100G, 512MiB) or a percent (90%)", g.gpu_mem_limit);
+      o.config.limit = *l;
+    }
+  } else if (!g.gpu_mem_limit.empty()) {
+    fail("--gpu-mem-limit needs --device cuda (on the CPU the guard's limit is --mem-limit)");
+  }
   if (!g.mem_limit.empty()) {
     auto l = MemoryLimit::parse(g.mem_limit);
     if (!l) fail("--mem-limit: '{}' is not a size (2G, 512MiB, 1048576) or a percent (75%)", g.mem_limit);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
+#include "engine/device_support.h"
 #include "engine/generate.h"
 #include "kv/kv_policy.h"
 #include "model/model.h"
@@ -24,10 +25,11 @@ struct LoadedModel {
 // Loads a model directory on the CPU backend (device "cpu") or the CUDA backend ("cuda", GPU 0),
 // with a progress line on a terminal.
 LoadedModel load_model(const std::filesystem::path& dir, const std::string& device = "cpu");
-// --device cpu|cuda (generate, score). With cuda only dense KV runs on the GPU so far: a
-// TurboQuant policy there is refused by check_device_kv with a clear message.
+// --device cpu|cuda (generate, score, serve). cuda: one CUDA backend per model on GPU 0; a KV
+// policy the GPU cannot keep on the device is refused when the model loads (check_backend_kv).
 void add_device_option(CLI::App* cmd, std::string& device);
-void check_device_kv(const std::string& device, const std::string& kv);
+// Throws Error when `device` cannot run here (cuda without a GPU or in a build without CUDA).
+void check_device(const std::string& device);
 
 // Parses "1,2,3" or "1 2 3" (commas and/or whitespace); throws Error on anything else.
 std::vector<int32_t> parse_ids(const std::string& text);
@@ -59,6 +61,7 @@ struct GuardArgs {
   bool guard = false;             // --memory-guard: guard without a limit (host headroom only)
   std::string mem_limit;          // "2G", "75%", "" (none)
   std::string min_headroom;       // "512M", "" (none)
+  std::string gpu_mem_limit;      // --device cuda: "100G", "90%", "" (the device's total minus a reserve)
   double soft = 0.85, hard = 0.95;
   int64_t min_chunk = 64;
   int sustained = 3;
@@ -70,8 +73,11 @@ void apply_config_file(CLI::App* cmd, KvArgs& kv, GuardArgs& g);
 // turboquant.enabled from --turboquant (else --kv); mid_prefill is kept even while the parent
 // is off (it is then inert).
 TurboQuantSwitches make_switches(const KvArgs& kv, const GuardArgs& g);
-// The guard of generate/score: enabled by --memory-guard, --mem-limit or --min-host-headroom.
-GuardOptions make_guard_options(const GuardArgs& g, const KvArgs& kv, int64_t prefill_chunk);
+// The guard of generate/score/serve: enabled by --memory-guard, --mem-limit, --gpu-mem-limit or
+// --min-host-headroom. On device "cuda" it counts GPU memory against --gpu-mem-limit (--mem-limit,
+// a host limit, is refused there); --gpu-mem-limit needs "cuda".
+GuardOptions make_guard_options(const GuardArgs& g, const KvArgs& kv, int64_t prefill_chunk,
+                                const std::string& device = "cpu");
 // The settings as JSON (for --json output and the validation report).
 nlohmann::json settings_json(const GuardArgs& g, const KvArgs& kv, const GuardOptions& go);
 // A RequestError as an OpenAI-style error object; exit code 75 (EX_TEMPFAIL) when retryable.

@@ -32,7 +32,7 @@ struct GenerateArgs {
 };
 
 void run(const GenerateArgs& a) {
-  check_device_kv(a.device, a.guard.turboquant == "on" ? "turboquant" : a.kv.kv);
+  GuardOptions guard = make_guard_options(a.guard, a.kv, a.prefill_chunk, a.device);  // checked before the load
   LoadedModel lm = load_model(a.model, a.device);
   Tokenizer tok = Tokenizer::from_file(std::filesystem::path(a.model) / "tokenizer.json");
   std::vector<int32_t> prompt = a.prompt_ids.empty() ? tok.encode(a.prompt) : parse_ids(a.prompt_ids);
@@ -48,7 +48,8 @@ void run(const GenerateArgs& a) {
   opt.prefill_chunk = a.prefill_chunk;
   opt.progress = !a.json;
   opt.kv = make_kv_policy(a.kv, lm.model->config());
-  opt.guard = make_guard_options(a.guard, a.kv, a.prefill_chunk);
+  check_backend_kv(*lm.backend, opt.kv, lm.model->config());
+  opt.guard = guard;
   StreamDetokenizer stream(tok, /*skip_special_tokens=*/true);
   GenerateResult r = generate(*lm.model, prompt, opt, [&](int32_t id) {
     if (!a.json) {

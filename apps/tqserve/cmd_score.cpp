@@ -35,7 +35,7 @@ void run(const ScoreArgs& a) {
     ids = with_context(a.ids_file, [&] { return parse_ids(read_file(a.ids_file)); });
   }
   if (ids.size() < 2) fail("score needs at least 2 tokens, got {}", ids.size());
-  check_device_kv(a.device, a.guard.turboquant == "on" ? "turboquant" : a.kv.kv);
+  GuardOptions guard = make_guard_options(a.guard, a.kv, a.prefill_chunk, a.device);  // checked before the load
   LoadedModel lm = load_model(a.model, a.device);
   if (int64_t(ids.size()) > lm.model->config().max_position_embeddings)
     fail("{} tokens exceed the model's context of {}", ids.size(),
@@ -44,7 +44,8 @@ void run(const ScoreArgs& a) {
   opt.chunk = a.prefill_chunk;
   opt.progress = !a.json;
   opt.kv = make_kv_policy(a.kv, lm.model->config());
-  opt.guard = make_guard_options(a.guard, a.kv, a.prefill_chunk);
+  check_backend_kv(*lm.backend, opt.kv, lm.model->config());
+  opt.guard = guard;
   ScoreResult r = score(*lm.model, ids, opt);
   if (r.error.failed()) {
     if (a.json)

@@ -14,6 +14,7 @@
 #include "apps/tqserve/cli_common.h"
 #include "apps/tqserve/commands.h"
 #include "apps/tqserve/prefix_options.h"
+#include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
 #include "core/memory_probe.h"
 #include "engine/engine_loop.h"
@@ -41,6 +42,7 @@ struct ServeArgs {
   double shutdown_grace = 10.0;
   bool no_access_log = false;
   std::string chat_template;  // overrides the model's
+  std::string device = "cpu";  // every model of the pool runs here (cuda: GPU 0)
   KvArgs kv;
   GuardArgs guard;  // memory guard and turboquant.enabled / mid_prefill (issue 9)
   PrefixArgs prefix;
@@ -87,7 +89,7 @@ std::unique_ptr<PoolModel> build_model(const ServeArgs& a, ModelPool* pool, cons
                                        const std::filesystem::path& dir, const ModelSettings& s,
                                        ConversionLane& lane) {
   auto sm = std::make_unique<PoolModel>();
-  LoadedModel lm = load_model(dir);
+  LoadedModel lm = load_model(dir, a.device);
   const ModelConfig& mc = lm.model->config();
   sm->tokenizer = std::make_shared<const Tokenizer>(Tokenizer::from_file(dir / "tokenizer.json"));
   if (!a.chat_template.empty()) {
@@ -131,9 +133,10 @@ std::unique_ptr<PoolModel> build_model(const ServeArgs& a, ModelPool* pool, cons
                                    : mc.max_position_embeddings;
   ec.eos_ids = eos_ids(dir, mc);
   ec.kv = make_kv_policy(kv, mc);
+  check_backend_kv(*lm.backend, ec.kv, mc);  // before the self-check converts on the device
   if (ec.kv.convert_at > 0)
     fail("serve: --kv-convert-at is for generate/score; a server converts after each prompt");
-  ec.guard = make_guard_options(guard, kv, a.prefill_chunk);
+  ec.guard = make_guard_options(guard, kv, a.prefill_chunk, a.device);
   ec.guard.owner = "serve:" + name;
   // Memory pressure in this engine evicts its idle cached prefixes first, then may unload other
   // idle models of the pool. Each model keeps its blocks in its own subdirectory.
@@ -160,6 +163,10 @@ std::unique_ptr<PoolModel> build_model(const ServeArgs& a, ModelPool* pool, cons
 }
 
 void run(const ServeArgs& a) {
+  // The guard options are checked now (a --mem-limit with --device cuda, a --gpu-mem-limit
+  // without it), not at the first load; then the device.
+  make_guard_options(a.guard, a.kv, a.prefill_chunk, a.device);
+  check_device(a.device);
   install_stop_signals();
 
   // --model DIR: a pool of one (loaded now, so a broken model fails at startup); --model-dir
@@ -184,12 +191,17 @@ void run(const ServeArgs& a) {
   SettingsStore settings(settings_file, default_settings(a));
   settings.load();
   PoolConfig pc;
+  pc.device = a.device == "cuda";
   if (!a.pool_mem_limit.empty()) {
     auto lim = MemoryLimit::parse(a.pool_mem_limit);
     if (!lim) fail("--pool-mem-limit: '{}' is not a size (2G, 512MiB) or a percent of RAM (75%)", a.pool_mem_limit);
-    auto host = read_host_memory();
-    pc.mem_limit = lim->resolve(host ? host->total_bytes : 0, std::nullopt);
-    if (pc.mem_limit == 0) fail("--pool-mem-limit: {} of an unknown host memory size", a.pool_mem_limit);
+    if (pc.device) {  // the GPU's memory: a percent is of its total
+      pc.mem_limit = resolve_device_limit(*lim, cuda_memory_capacity().total);
+    } else {
+      auto host = read_host_memory();
+      pc.mem_limit = lim->resolve(host ? host->total_bytes : 0, std::nullopt);
+    }
+    if (pc.mem_limit == 0) fail("--pool-mem-limit: {} of an unknown memory size", a.pool_mem_limit);
   }
   pc.idle_ttl_s = a.idle_ttl;
   ModelPool* pool_ptr = nullptr;
@@ -233,6 +245,8 @@ void run(const ServeArgs& a) {
                  "memory limit %s; settings %s)\n", models.size(), a.model_dir.c_str(),
                  pc.mem_limit ? fmt::format("{:.0f} MiB", double(pc.mem_limit) / (1 << 20)).c_str() : "none",
                  settings.persistent() ? settings.file().c_str() : "in memory only");
+  if (a.device == "cuda")
+    std::fprintf(stderr, "tqserve: device cuda (GPU 0: %s)\n", cuda_device_summary().c_str());
   std::fprintf(stderr,
                "tqserve: %s '%s' (%lld concurrent, queue %lld per model; admin page at /admin)\n"
                "tqserve: listening on http://%s:%d\n"
@@ -303,6 +317,7 @@ void add_serve_command(CLI::App& app) {
                 "Chat template file (.jinja) used instead of the model's")
       ->check(CLI::ExistingFile);
   add_kv_options(c, a->kv);
+  add_device_option(c, a->device);
   add_guard_options(c, a->guard);
   add_prefix_options(c, a->prefix);
   c->callback([a, c] {

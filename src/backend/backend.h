@@ -93,6 +93,12 @@ namespace quant {
 class VectorCodec;
 }
 
+// A device's memory: total bytes and bytes free now (all processes' allocations counted).
+struct MemoryCapacity {
+  uint64_t total = 0;
+  uint64_t free = 0;
+};
+
 // One TurboQuant layer in backend memory (structure of arrays): for kv head h, token t,
 // i = h * cap + t: codes at k_codes + i * head_dim * bits / 8 (VectorCodec's packed indices),
 // scale at k_scale[i] (fp16 bits, VectorCodec's scale); V likewise. The codecs are host objects.
@@ -138,6 +144,9 @@ class Backend {
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   // Bytes currently allocated through this backend (weights, caches, workspaces).
   virtual size_t allocated_bytes() const = 0;
+  // The device memory this backend allocates from, as the device reports it now (the memory
+  // guard's limit and headroom on a GPU); {0, 0} for host memory, which the process probes cover.
+  virtual MemoryCapacity memory_capacity() const { return {}; }
 
   // Converts a stored host tensor [rows, cols] of dtype `src` into a Weight.
   virtual Weight load_weight(DType src, const void* host_data, int64_t rows, int64_t cols) = 0;

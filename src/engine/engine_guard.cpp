@@ -32,13 +32,7 @@ Submitted EngineLoop::preflight_locked(int64_t n_tokens, uint64_t* shortfall, ui
   Submitted r;
   r.status = SubmitStatus::Accepted;
   if (!guard_opts_.enabled || guard_limit_ == 0) return r;
-  uint64_t rss = 0, avail = 0;
-  if (guard_opts_.probe) {
-    std::tie(rss, avail) = guard_opts_.probe();
-  } else {
-    if (auto p = read_process_memory()) rss = p->rss_bytes;
-    if (auto h = read_host_memory()) avail = h->available_bytes;
-  }
+  const auto [rss, avail] = guard_probe(guard_opts_);
   uint64_t accounted = model_->weight_bytes();  // the request's workspace is in its input
   for (size_t b : stats_.kv_bytes) accounted += b;
   ConversionLane& lane = guard_opts_.lane ? *guard_opts_.lane : ConversionLane::global();

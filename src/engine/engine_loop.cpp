@@ -14,6 +14,7 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "core/memory_probe.h"
+#include "engine/device_support.h"
 #include "kv/block_codec.h"
 #include "kv/kv_convert.h"
 #include "sched/conversion_lane.h"
@@ -67,13 +68,16 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, const EngineConfig& cfg,
   vocab_ = model_->config().vocab_size;
   raw_row_.resize(size_t(vocab_));
   stats_.weight_bytes = model_->weight_bytes();
-  guard_opts_ = cfg_.guard;
+  // A device backend: the KV policy must be one it keeps on the device, and every engine's guard
+  // counts this model's device memory (the registry) against the device's limit.
+  check_backend_kv(model_->backend(), cfg_.kv, model_->config());
+  guard_opts_ = with_device(cfg_.guard, model_->backend());
   guard_opts_.evict = cfg_.evict_idle;
   guard_opts_.config.chunk = cfg_.sched.prefill_budget;
   guard_opts_.config.min_chunk = std::min(guard_opts_.config.min_chunk, guard_opts_.config.chunk);
   if (guard_opts_.enabled) {
     if (auto err = guard_opts_.config.validate(); !err.empty()) fail("{}", err);
-    guard_limit_ = resolve_guard_limit(guard_opts_.config);
+    guard_limit_ = resolve_guard_limit(guard_opts_);
     PrefillGuard probe(guard_opts_.config, guard_limit_);
     stats_.guard.enabled = true;
     stats_.guard.limit_bytes = guard_limit_;
@@ -84,6 +88,7 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, const EngineConfig& cfg,
   }
   layout_ = cache_layout(*model_, cfg_.kv);
   if (cfg_.prefix_cache) prefix_format_ = kv_format_id(model_->new_cache());
+  if (is_device_backend(model_->backend())) DeviceBackends::global().add(&model_->backend());
   thread_ = std::thread([this] { run(); });
 }
 
@@ -96,6 +101,7 @@ EngineLoop::~EngineLoop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  DeviceBackends::global().remove(&model_->backend());
 }
 
 KvCache EngineLoop::make_cache(const EngineRequest& req) { return model_->new_cache(); }

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/memory_probe.h"
+#include "engine/device_support.h"
 #include "core/progress.h"
 
 namespace tq {
@@ -31,16 +32,20 @@ struct Prefiller {
   int64_t suffix_from = 0;
   std::vector<ChunkRecord> chunks;
   std::optional<Clock::time_point> suffix_start;
+
+  GuardOptions guard_opts;  // the caller's, with the device probe on a device backend
   SeqGuard seq;
 
   static uint64_t limit_of(const GuardOptions& g) {
     if (!g.enabled) return 0;
     if (auto err = g.config.validate(); !err.empty()) fail("{}", err);
-    return resolve_guard_limit(g.config);
+    return resolve_guard_limit(g);
   }
   Prefiller(Model& m, KvCache& c, const KvPolicy& p, int64_t ch, const GuardOptions& g,
             int64_t suffix)
-      : model(m), cache(c), policy(p), chunk(ch), suffix_from(suffix), seq(m, p, g, limit_of(g)) {
+      : model(m), cache(c), policy(p), chunk(ch), suffix_from(suffix),
+        guard_opts(with_device(g, m.backend())), seq(m, p, guard_opts, limit_of(guard_opts)) {
+    check_backend_kv(m.backend(), p, m.config());
     if (seq.enabled()) reset_peak_rss();
     wait_ms = g.wait_ms;
   }

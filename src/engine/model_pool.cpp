@@ -50,7 +50,7 @@ std::vector<std::filesystem::path> find_model_dirs(const std::filesystem::path& 
   return out;
 }
 
-uint64_t estimate_model_bytes(const std::filesystem::path& dir, int64_t context_size) {
+uint64_t estimate_model_bytes(const std::filesystem::path& dir, int64_t context_size, bool device) {
   ModelConfig mc = with_context((dir / "config.json").string(),
                                 [&] { return ModelConfig::from_json(read_json_file(dir / "config.json")); });
   uint64_t weights = 0;
@@ -58,13 +58,15 @@ uint64_t estimate_model_bytes(const std::filesystem::path& dir, int64_t context_
   for (const auto& f : std::filesystem::directory_iterator(dir, ec)) {
     if (f.path().extension() != ".safetensors") continue;
     SafetensorsFile st(f.path());  // validates the header, names the file on error
-    for (const auto& t : st.header().tensors) weights += uint64_t(t.numel()) * sizeof(float);
+    for (const auto& t : st.header().tensors)
+      weights += uint64_t(t.numel()) * (device && t.shape.size() >= 2 ? 2 : sizeof(float));
   }
   if (ec) fail("{}: cannot list ({})", dir.string(), ec.message());
   if (weights == 0) fail("{}: no .safetensors weights", dir.string());
   int64_t ctx = context_size > 0 ? std::min<int64_t>(context_size, mc.max_position_embeddings)
                                  : mc.max_position_embeddings;
-  uint64_t kv_per_token = uint64_t(mc.n_layer) * 2 * uint64_t(mc.n_head_kv) * uint64_t(mc.head_dim) * sizeof(float);
+  uint64_t kv_per_token = uint64_t(mc.n_layer) * 2 * uint64_t(mc.n_head_kv) * uint64_t(mc.head_dim) *
+                         (device ? 2 : sizeof(float));
   return weights + kv_per_token * uint64_t(std::max<int64_t>(ctx, 0));
 }
 
@@ -335,7 +337,7 @@ Acquired ModelPool::acquire(const std::string& name) {
     uint64_t need = 0;
     std::string error;
     try {
-      need = estimate_model_bytes(e.dir, settings.context_size);
+      need = estimate_model_bytes(e.dir, settings.context_size, cfg_.device);
     } catch (const std::exception& ex) {
       error = ex.what();
     }

@@ -65,6 +65,7 @@ void turboquant_self_check(Model& model, const KvPolicy& policy, ConversionLane&
 
 struct PoolConfig {
   uint64_t mem_limit = 0;   // bytes all loaded models may take together (0: no limit)
+  bool device = false;      // models load on a GPU: estimates in its formats, mem_limit is its memory
   int64_t idle_ttl_s = 0;   // default idle TTL (0: never); a model's settings may override it
   ConversionLane* lane = nullptr;  // nullptr: ConversionLane::global()
   // A TurboQuant load waits this long for a busy lane (conversions are short) before it answers
@@ -76,9 +77,11 @@ struct PoolConfig {
 bool is_model_dir(const std::filesystem::path& dir);
 // The model directories directly under `root` (sorted by name; symlinks followed).
 std::vector<std::filesystem::path> find_model_dirs(const std::filesystem::path& root);
-// Bytes a model takes once loaded on the CPU backend (weights as f32, from the safetensors
-// headers) plus one full-context sequence of dense KV; throws Error naming the file.
-uint64_t estimate_model_bytes(const std::filesystem::path& dir, int64_t context_size);
+// Bytes a model takes once loaded (from the safetensors headers) plus one full-context sequence
+// of dense KV: on the CPU backend weights and KV as f32; with `device` (the CUDA backend) in its
+// formats: matrices and KV bf16, vectors f32. Throws Error naming the file.
+uint64_t estimate_model_bytes(const std::filesystem::path& dir, int64_t context_size,
+                              bool device = false);
 
 class ModelPool;
 

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/memory_probe.h"
+#include "engine/device_support.h"
 
 namespace tq {
 namespace {
@@ -54,6 +55,29 @@ uint64_t resolve_guard_limit(const MemoryGuardConfig& cfg) {
   uint64_t host_total = 0;
   if (auto h = read_host_memory()) host_total = h->total_bytes;
   return cfg.limit.resolve(host_total, cgroup_memory_limit());
+}
+
+uint64_t resolve_guard_limit(const GuardOptions& opt) {
+  if (opt.device) return resolve_device_limit(opt.config.limit, opt.device().total);
+  return resolve_guard_limit(opt.config);
+}
+
+std::pair<uint64_t, uint64_t> guard_probe(const GuardOptions& opt) {
+  if (opt.probe) return opt.probe();
+  if (opt.device) {
+    const DeviceMemory d = opt.device();
+    return {d.allocated, d.free};
+  }
+  uint64_t rss = 0, avail = 0;
+  if (auto p = read_process_memory()) rss = p->rss_bytes;
+  if (auto h = read_host_memory()) avail = h->available_bytes;
+  return {rss, avail};
+}
+
+GuardOptions with_device(const GuardOptions& opt, const Backend& be) {
+  GuardOptions o = opt;
+  if (!o.probe && !o.device && is_device_backend(be)) o.device = device_memory_probe(be);
+  return o;
 }
 
 CacheLayout cache_layout(const Model& model, const KvPolicy& policy) {
@@ -169,13 +193,7 @@ uint64_t SeqGuard::growth(const KvCache& cache, int64_t t) const {
 }
 
 MemorySnapshot SeqGuard::sample(const KvCache& cache, uint64_t others, bool own_conversion) {
-  uint64_t rss = 0, avail = 0;
-  if (opt_.probe) {
-    std::tie(rss, avail) = opt_.probe();
-  } else {
-    if (auto p = read_process_memory()) rss = p->rss_bytes;
-    if (auto h = read_host_memory()) avail = h->available_bytes;
-  }
+  const auto [rss, avail] = guard_probe(opt_);
   const uint64_t accounted = model_.weight_bytes() + others + cache.bytes() +
                              step_workspace_bytes(model_.config(), opt_.config.chunk, cache.n_tokens());
   MemorySnapshot s =

@@ -30,6 +30,12 @@ struct GuardOptions {
   std::function<uint64_t(uint64_t)> evict;  // idle-LRU eviction: wants bytes, returns freed
   // Process RSS and host MemAvailable (0: unknown); default: /proc probes.
   std::function<std::pair<uint64_t, uint64_t>()> probe;
+  // A device backend (GPU): the guard counts device memory instead. `device` reports the bytes
+  // the process's backends allocated there (in place of RSS) and the device's free memory (in
+  // place of MemAvailable: min_host_headroom keeps it free), and config.limit resolves against
+  // the device's total (resolve_device_limit: default, the total minus a reserve). `probe`, when
+  // set, still wins (tests). with_device() sets it for a device backend.
+  std::function<DeviceMemory()> device;
   int wait_ms = 5;  // pause between pressured samples (a single sequence has nothing else to run)
 };
 
@@ -63,6 +69,15 @@ void release_freed_memory();
 
 // The limit a guard config resolves to on this machine (host RAM, cgroup).
 uint64_t resolve_guard_limit(const MemoryGuardConfig& cfg);
+// The limit of a guard: on a device (opt.device) its memory (resolve_device_limit), else the
+// host's as above.
+uint64_t resolve_guard_limit(const GuardOptions& opt);
+// One sample of "memory in use" and "memory available" (0: unknown): opt.probe when set, else
+// the device's allocations and free memory when opt.device is set, else process RSS and host
+// MemAvailable.
+std::pair<uint64_t, uint64_t> guard_probe(const GuardOptions& opt);
+// `opt` with its device probe set when `be` is a device backend (and neither probe is set).
+GuardOptions with_device(const GuardOptions& opt, const Backend& be);
 
 // A model's cache layout in the preflight's terms (per token of one sequence).
 struct CacheLayout {

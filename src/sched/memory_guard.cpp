@@ -89,6 +89,17 @@ std::string MemoryGuardConfig::validate() const {
   return "";
 }
 
+uint64_t device_memory_reserve(uint64_t device_total) {
+  return std::max<uint64_t>(uint64_t(1) << 30, device_total / 20);
+}
+
+uint64_t resolve_device_limit(const MemoryLimit& limit, uint64_t device_total) {
+  if (limit.percent > 0) return uint64_t(double(device_total) * limit.percent / 100.0);
+  if (limit.bytes > 0) return device_total ? std::min(limit.bytes, device_total) : limit.bytes;
+  const uint64_t reserve = device_memory_reserve(device_total);
+  return device_total > reserve ? device_total - reserve : 0;
+}
+
 MemorySnapshot make_snapshot(uint64_t accounted, uint64_t rss, uint64_t host_available,
                              uint64_t others_reserved) {
   return {std::max(accounted, rss) + others_reserved, host_available};

@@ -46,6 +46,21 @@ struct MemoryLimit {
   std::string describe() const;
 };
 
+// A GPU's memory as the guard sees it (a device backend): the bytes this process's backends
+// allocated there (what RSS is on the host), the device's free and total bytes (0: unknown).
+struct DeviceMemory {
+  uint64_t allocated = 0;
+  uint64_t free = 0;
+  uint64_t total = 0;
+};
+// What the default device limit leaves for memory the backends do not count (the CUDA context,
+// library workspaces, kernel scratch): max(1 GiB, 5% of the total).
+uint64_t device_memory_reserve(uint64_t device_total);
+// The guard's limit on a device: `limit` in bytes or as a percent of the device's total, capped
+// at the total; without one, the total minus device_memory_reserve(). 0 when the total is
+// unknown and no byte limit was given.
+uint64_t resolve_device_limit(const MemoryLimit& limit, uint64_t device_total);
+
 struct MemoryGuardConfig {
   MemoryLimit limit;
   uint64_t min_host_headroom = 0;  // host MemAvailable must stay above this

@@ -78,6 +78,7 @@ class CudaBackend final : public Backend {
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
   }
   size_t allocated_bytes() const override { return allocated_.load(); }
+  MemoryCapacity memory_capacity() const override { return cuda_memory_capacity(device_); }
 
   Weight load_weight(DType src, const void* host, int64_t rows, int64_t cols) override {
     const size_t n = size_t(rows * cols);

@@ -34,6 +34,21 @@ std::string cuda_device_summary(int device) {
 
 void cuda_synchronize() { CUDA_CHECK(cudaDeviceSynchronize()); }
 
+MemoryCapacity cuda_memory_capacity(int device) {
+  if (!cuda_available()) return {};
+  int current = 0;
+  if (cudaGetDevice(&current) != cudaSuccess) return {};
+  if (current != device && cudaSetDevice(device) != cudaSuccess) return {};
+  size_t free = 0, total = 0;
+  cudaError_t st = cudaMemGetInfo(&free, &total);
+  if (current != device) cudaSetDevice(current);
+  if (st != cudaSuccess) {
+    cudaGetLastError();
+    return {};
+  }
+  return {uint64_t(total), uint64_t(free)};
+}
+
 }  // namespace tq
 
 namespace tq::cuda {

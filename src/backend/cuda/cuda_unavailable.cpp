@@ -6,6 +6,7 @@ namespace tq {
 
 bool cuda_available() { return false; }
 std::string cuda_device_summary(int) { return "this build has no CUDA backend (TQ_CUDA=OFF)"; }
+MemoryCapacity cuda_memory_capacity(int) { return {}; }
 std::unique_ptr<Backend> make_cuda_backend(int) {
   fail("this build has no CUDA backend (configure with -DTQ_CUDA=ON where nvcc is present)");
 }
