@@ -94,4 +94,11 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t sad
                : "r"(saddr));
 }
 
+// 2^x by the MUFU unit (ex2.approx.ftz): 2^-inf = 0, about 2 ulp; softmax numerators.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 }  // namespace tq::cuda

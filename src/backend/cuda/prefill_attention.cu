@@ -254,13 +254,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) prefill_attn_kernel(cons
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float m_new = fmaxf(m_run[r], mx);
         const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-        const float alpha = exp2f(m_run[r] - m_use);
+        const float alpha = fast_exp2(m_run[r] - m_use);
         m_run[r] = m_new;
         float sum = 0.0f;
 #pragma unroll
         for (int nt = 0; nt < BN / 8; ++nt) {
-          s[nt][2 * r] = exp2f(s[nt][2 * r] - m_use);
-          s[nt][2 * r + 1] = exp2f(s[nt][2 * r + 1] - m_use);
+          s[nt][2 * r] = fast_exp2(s[nt][2 * r] - m_use);
+          s[nt][2 * r + 1] = fast_exp2(s[nt][2 * r + 1] - m_use);
           sum += s[nt][2 * r] + s[nt][2 * r + 1];
         }
         l_run[r] = l_run[r] * alpha + sum;

@@ -86,7 +86,7 @@ void expect_close(const std::vector<float>& out, const std::vector<double>& ref,
   for (size_t i = 0; i < out.size(); ++i) nonzero_empty += lref[i / d] == -INFINITY && out[i] != 0.0f;
   std::printf("%s: rel err %.2e, lse max err %.2e\n", what.c_str(), err, lerr);
   EXPECT_LT(err, tol) << what;
-  EXPECT_LT(lerr, 2e-2) << what;
+  EXPECT_LT(lerr, 5e-2) << what;
   EXPECT_EQ(bad_inf, 0) << what;
   EXPECT_EQ(nonzero_empty, 0) << what;
 }

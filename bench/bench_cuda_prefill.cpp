@@ -1,0 +1,123 @@
+// CUDA benchmark: causal prefill attention (prefill_attention.h) at T = L = 4K and 32K, Qwen3-8B
+// heads (32 q / 8 kv, d=128), batch 1, on dense bf16 and TurboQuant 4-bit K/V, printed as TFLOP/s.
+// FLOPs (the FlashAttention convention, also applied to the SDPA baseline): causal
+// 4 * T * L / 2 * d * n_head (QK^T and PV, two flops per multiply-add, half the pairs visible).
+// Usage: bench_cuda_prefill [--csv FILE] [--tag SUFFIX] [--bf16-only] [--quick]. PyTorch SDPA is
+// measured by bench/bench_cuda_sdpa_prefill.py in the same device call and merged there.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/prefill_attention.h"
+#include "backend/cuda/tq_cuda.h"
+#include "quant/vector_codec.h"
+
+using namespace tq;
+
+namespace {
+
+struct Row {
+  std::string kernel;
+  int64_t T = 0, L = 0;
+  double ms = 0, tflops = 0;
+};
+
+void run_prefill(void* p, void* stream) {
+  cuda::prefill_attention(*static_cast<const cuda::PrefillAttnArgs*>(p), stream);
+}
+
+Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCodecDev& kc,
+                  const cuda::TqCodecDev& vc, const std::string& tag) {
+  const int n_head = 32, n_kv = 8, d = 128;
+  const int64_t L = T, cap = (L + 63) / 64 * 64;
+  const bool tq = fmt == cuda::KvFormat::TurboQuant;
+  const size_t kv_bytes = size_t(n_kv) * size_t(cap) * (tq ? d / 2 : d * 2);
+  DeviceBuffer k(&be, kv_bytes), v(&be, kv_bytes);
+  DeviceBuffer ks(&be, size_t(n_kv) * size_t(cap) * 2), vs(&be, size_t(n_kv) * size_t(cap) * 2);
+  if (tq) {
+    cuda::fill_random_bytes(k.data(), kv_bytes, 11);
+    cuda::fill_random_bytes(v.data(), kv_bytes, 97);
+    cuda::fill_random_16(static_cast<uint16_t*>(ks.data()), n_kv * cap, 4.0f, 12.0f, false, 5);
+    cuda::fill_random_16(static_cast<uint16_t*>(vs.data()), n_kv * cap, 4.0f, 12.0f, false, 7);
+  } else {
+    cuda::fill_random_16(static_cast<uint16_t*>(k.data()), int64_t(kv_bytes / 2), -2.0f, 2.0f,
+                         true, 11);
+    cuda::fill_random_16(static_cast<uint16_t*>(v.data()), int64_t(kv_bytes / 2), -2.0f, 2.0f,
+                         true, 97);
+  }
+  // q f32 from pairs of bf16 values in [-1, 1): the high half makes a finite float near them.
+  const size_t q_elems = size_t(T) * n_head * d;
+  DeviceBuffer q(&be, q_elems * 4), out(&be, q_elems * 4), lse(&be, size_t(T) * n_head * 4);
+  cuda::fill_random_16(static_cast<uint16_t*>(q.data()), int64_t(2 * q_elems), -1.0f, 1.0f, true, 3);
+  cuda::PrefillAttnArgs a;
+  a.q = q.f32(), a.out = out.f32(), a.lse = lse.f32(), a.format = fmt;
+  a.k = k.data(), a.v = v.data();
+  if (tq) {
+    a.k_scale = static_cast<const uint16_t*>(ks.data());
+    a.v_scale = static_cast<const uint16_t*>(vs.data());
+    a.k_codec = &kc, a.v_codec = &vc;
+  }
+  a.head_stride = cap, a.T = T, a.L = L, a.n_head = n_head, a.n_head_kv = n_kv, a.head_dim = d;
+  a.causal = true;
+  cuda_synchronize();
+  cuda::prefill_attention(a);
+  cuda::check_last_launch("prefill_attention");
+  const int per_graph = T >= 16384 ? 2 : 10;
+  const double ms = cuda::time_graph_ms(run_prefill, &a, per_graph, 7);
+  Row r;
+  r.kernel = std::string(tq ? "tq4" : "bf16") + tag;
+  r.T = T, r.L = L, r.ms = ms;
+  r.tflops = 4.0 * double(T) * double(L) / 2.0 * d * n_head / (ms * 1e-3) / 1e12;
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string csv, tag;
+  bool bf16_only = false, quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
+    if (!std::strcmp(argv[i], "--tag") && i + 1 < argc) tag = argv[++i];
+    if (!std::strcmp(argv[i], "--bf16-only")) bf16_only = true;
+    if (!std::strcmp(argv[i], "--quick")) quick = true;
+  }
+  if (!cuda_available()) {
+    std::printf("no usable CUDA GPU (%s)\n", cuda_device_summary().c_str());
+    return 1;
+  }
+  auto be = make_cuda_backend();
+  quant::TqFormat f;
+  quant::VectorCodec kcodec(f.key_config()), vcodec(f.value_config());
+  const cuda::TqCodecDev kc = cuda::make_tq_codec_dev(kcodec), vc = cuda::make_tq_codec_dev(vcodec);
+  std::printf("%s\ncausal prefill attention, 32 q / 8 kv heads, d=128, batch 1; "
+              "flops = 4 * T * L / 2 * d * n_head\n",
+              cuda_device_summary().c_str());
+  std::printf("%-12s %7s %7s %10s %9s\n", "kernel", "T", "L", "ms", "TFLOP/s");
+  std::vector<Row> rows;
+  std::vector<int64_t> sizes = {4096, 32768};
+  if (quick) sizes = {4096};
+  for (int64_t T : sizes)
+    for (auto fmt : {cuda::KvFormat::BF16, cuda::KvFormat::TurboQuant}) {
+      if (bf16_only && fmt != cuda::KvFormat::BF16) continue;
+      Row r = bench_prefill(*be, fmt, T, kc, vc, tag);
+      std::printf("%-12s %7lld %7lld %10.3f %9.1f\n", r.kernel.c_str(), (long long)r.T,
+                  (long long)r.L, r.ms, r.tflops);
+      std::fflush(stdout);
+      rows.push_back(r);
+    }
+  if (!csv.empty()) {
+    FILE* out = std::fopen(csv.c_str(), "w");
+    if (!out) return 1;
+    std::fprintf(out, "kernel,T,L,ms,tflops\n");
+    for (const Row& r : rows)
+      std::fprintf(out, "%s,%lld,%lld,%.4f,%.2f\n", r.kernel.c_str(), (long long)r.T,
+                   (long long)r.L, r.ms, r.tflops);
+    std::fclose(out);
+  }
+  return 0;
+}
