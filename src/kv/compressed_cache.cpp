@@ -10,11 +10,16 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kv/block_bytes.h"
+#include "kv/device_compressed_cache.h"
 
 namespace tq {
 
 void LayerCache::read_tokens(Backend&, int64_t, int64_t, float*, float*) const {
   fail("a {} cache layer cannot be read back token by token", cache_kind_name(kind()));
+}
+
+void LayerCache::append_tokens(Backend&, const float*, const float*, int64_t) {
+  fail("a {} cache layer cannot take tokens without attention", cache_kind_name(kind()));
 }
 
 CompressedCache::CompressedCache(const LayerShape& s, const quant::TqFormat& format, int layer,
@@ -205,9 +210,16 @@ std::string CompressedCache::format_id() const {
                      layer_, recent_, s_.n_head_kv, s_.head_dim);
 }
 
-std::unique_ptr<LayerCache> make_compressed_cache(Backend&, const LayerShape& s,
+// The backend's own memory when it keeps TurboQuant caches there (CUDA, head_dim 128, 4-bit
+// Hadamard), else the CPU reference cache.
+std::unique_ptr<LayerCache> make_compressed_cache(Backend& be, const LayerShape& s,
                                                   const quant::TqFormat& format, int layer,
                                                   int64_t recent_exact) {
+  if (format.head_dim == s.head_dim) {
+    const quant::VectorCodec kc(format.key_config(layer)), vc(format.value_config(layer));
+    if (be.device_turboquant(kc, vc))
+      return std::make_unique<DeviceCompressedCache>(be, s, format, layer, recent_exact);
+  }
   return std::make_unique<CompressedCache>(s, format, layer, recent_exact);
 }
 

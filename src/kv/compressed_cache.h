@@ -36,6 +36,11 @@ class CompressedCache final : public LayerCache {
 
   // Encodes n tokens of host f32 K/V [n, n_head_kv, head_dim] at the end (no attention).
   void append(const float* k, const float* v, int64_t n);
+  // The LayerCache conversion hooks: host memory is this backend's memory here.
+  void reserve_tokens(Backend&, int64_t tokens) override { reserve(tokens); }
+  void append_tokens(Backend&, const float* k, const float* v, int64_t n) override {
+    append(k, v, n);
+  }
   int64_t recent_exact() const { return recent_; }
   const quant::TqFormat& format() const { return format_; }
   // Makes room for `tokens` tokens in total (conversion sizes the layer once, exactly).

@@ -39,6 +39,11 @@ class LayerCache {
   // Copies tokens [t0, t0 + n) as host f32 [n, n_head_kv, head_dim] K and V. Only layers that
   // hold every token (dense) can; the others throw Error.
   virtual void read_tokens(Backend& be, int64_t t0, int64_t n, float* k, float* v) const;
+  // Conversion (kv/kv_convert.cpp): room for `tokens` tokens in total (default: nothing to do),
+  // and n tokens k, v [n, n_head_kv, head_dim] (f32, backend memory) appended without attention.
+  // Only compressed layers append this way; the base version throws Error.
+  virtual void reserve_tokens(Backend& be, int64_t tokens) {}
+  virtual void append_tokens(Backend& be, const float* k, const float* v, int64_t n);
 
   // Prefix-cache snapshots (kv/block_codec.h). save_block appends to `out` what this layer's
   // state holds for the block [t0, n_tokens()) at its end: the block's own per-token data

@@ -20,6 +20,7 @@
 #include "backend/cuda/cuda_host_check.h"
 #include "backend/cuda/ops_kernels.h"
 #include "backend/cuda/tq_cuda.h"
+#include "quant/tq_format.h"
 #include "core/check.h"
 #include "core/dtype.h"
 
@@ -243,6 +244,26 @@ class CudaBackend final : public Backend {
   void* inv_freq_dev_ = nullptr;
   size_t inv_freq_cap_ = 0;
   std::vector<float> inv_freq_host_;
+
+  // TurboQuant caches on the device (cuda_backend_tq.cpp): device codecs by codec config, the
+  // decode kernel's length words and workspace, prefill scratch. Grown on demand (never per
+  // token); freed when the backend goes.
+  struct TqMem {
+    void* p = nullptr;
+    size_t cap = 0;
+    TqMem() = default;
+    TqMem(const TqMem&) = delete;
+    TqMem& operator=(const TqMem&) = delete;
+    ~TqMem() {
+      if (p) cudaFree(p);
+    }
+  };
+  cuda::TqCodecDev tq_codec(const quant::VectorCodec& c) const;  // throws if unsupported
+  void tq_decode(const TqAttentionArgs& a, const cuda::TqCodecDev& kc, const cuda::TqCodecDev& vc);
+  void tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& kc, const cuda::TqCodecDev& vc);
+  mutable std::mutex tq_mu_;
+  mutable std::vector<std::pair<quant::CodecConfig, cuda::TqCodecDev>> tq_codecs_;
+  TqMem tq_lens_, tq_ws_, tq_scratch_;
 };
 
 }  // namespace tq

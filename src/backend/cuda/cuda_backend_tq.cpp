@@ -1,20 +1,185 @@
 // CudaBackend's TurboQuant caches on the device: encode (tq_write) and attention over records
-// plus exact rows (tq_attention); see cuda_backend_impl.h.
+// plus exact rows (tq_attention): decode by the split-K kernel with its exact tail, prefill
+// chunks by the flash prefill kernel over records and exact rows, merged; see
+// cuda_backend_impl.h.
+#include <algorithm>
+
 #include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/prefill_attention.h"
+#include "backend/cuda/tq_rotate.h"
+#include "quant/vector_codec.h"
 
 namespace tq {
 
-bool CudaBackend::device_turboquant(const quant::VectorCodec&, const quant::VectorCodec&) const {
-  return false;
+cuda::TqCodecDev CudaBackend::tq_codec(const quant::VectorCodec& c) const {
+  std::lock_guard<std::mutex> lock(tq_mu_);
+  for (const auto& [config, dev] : tq_codecs_)
+    if (config == c.config()) return dev;
+  cuda::TqCodecDev dev = cuda::make_tq_codec_dev(c);  // throws for an unsupported codec
+  tq_codecs_.emplace_back(c.config(), dev);
+  return dev;
 }
 
-void CudaBackend::tq_write(const TqStore&, int64_t, const float*, const float*, int64_t, int64_t,
-                           int64_t, const TqRows*, int64_t) {
-  fail("CUDA tq_write: not implemented yet");
+// Both kernels (split-K decode with an exact tail, flash prefill) need head_dim 128 and 4-bit
+// Hadamard codecs with fp16 scales, and one codebook for K and V.
+bool CudaBackend::device_turboquant(const quant::VectorCodec& k,
+                                    const quant::VectorCodec& v) const {
+  if (k.head_dim() != 128 || v.head_dim() != 128) return false;
+  try {
+    const cuda::TqCodecDev kc = tq_codec(k), vc = tq_codec(v);
+    return std::equal(kc.centroids, kc.centroids + 16, vc.centroids);
+  } catch (const Error&) {
+    return false;
+  }
 }
 
-void CudaBackend::tq_attention(const TqAttentionArgs&) {
-  fail("CUDA tq_attention: not implemented yet");
+void CudaBackend::tq_write(const TqStore& dst, int64_t at, const float* k, const float* v,
+                           int64_t T, int64_t token_stride, int64_t head_stride,
+                           const TqRows* rows, int64_t rows_at) {
+  if (T <= 0) return;
+  TQ_CHECK(dst.k_codec && dst.v_codec && at >= 0 && at + T <= dst.cap);
+  TQ_CHECK(!rows || (rows->k && rows->v && rows_at >= 0));
+  const cuda::TqCodecDev kc = tq_codec(*dst.k_codec), vc = tq_codec(*dst.v_codec);
+  TQ_CHECK(kc.head_dim == dst.head_dim && vc.head_dim == dst.head_dim);
+  const int hk = int(dst.n_head_kv);
+  cuda::tq_encode_rows(k, T, hk, token_stride, head_stride, kc, dst.k_codes, dst.k_scale, dst.cap,
+                       at, rows ? rows->k : nullptr, rows ? rows->cap : 0, rows_at, stream_);
+  cuda::tq_encode_rows(v, T, hk, token_stride, head_stride, vc, dst.v_codes, dst.v_scale, dst.cap,
+                       at, rows ? rows->v : nullptr, rows ? rows->cap : 0, rows_at, stream_);
+}
+
+void CudaBackend::tq_attention(const TqAttentionArgs& a) {
+  TQ_CHECK(a.T > 0 && a.n_rec >= 0 && a.n_exact >= 0 && a.q_pos0 >= 0);
+  TQ_CHECK(a.q_pos0 + a.T <= a.n_rec + a.n_exact && a.n_rec <= a.store.cap);
+  TQ_CHECK(a.store.n_head_kv > 0 && a.n_head % a.store.n_head_kv == 0);
+  TQ_CHECK(a.n_exact == 0 || (a.rows.k && a.rows.v && a.n_exact <= a.rows.cap));
+  const cuda::TqCodecDev kc = tq_codec(*a.store.k_codec), vc = tq_codec(*a.store.v_codec);
+  if (kc.head_dim != 128 || a.store.head_dim != 128)
+    fail("CUDA tq_attention: head_dim {} (the kernels need 128)", a.store.head_dim);
+  // One query at the last position sees every key: the split-K decode kernel.
+  if (a.T == 1 && a.q_pos0 + 1 == a.n_rec + a.n_exact)
+    tq_decode(a, kc, vc);
+  else
+    tq_prefill(a, kc, vc);
+}
+
+void CudaBackend::tq_decode(const TqAttentionArgs& a, const cuda::TqCodecDev& kc,
+                            const cuda::TqCodecDev& vc) {
+  const TqStore& st = a.store;
+  cuda::AttnShape s;
+  s.batch = 1;
+  s.n_query = 1;
+  s.n_head = a.n_head;
+  s.n_head_kv = st.n_head_kv;
+  s.head_dim = st.head_dim;
+  s.max_len = a.n_rec;
+  s.format = cuda::KvFormat::TurboQuant;
+  s.exact_tail = a.n_exact > 0;
+  const cuda::AttnPlan plan = cuda::choose_attention(info_, s);
+  if (plan.kernel != cuda::AttnKernel::DecodeSplitK)
+    fail("CUDA tq_attention: no decode kernel for this shape ({})", cuda::attn_kernel_name(plan.kernel));
+  ensure(tq_lens_.p, tq_lens_.cap, 2 * sizeof(int32_t));
+  ensure(tq_ws_.p, tq_ws_.cap,
+         cuda::decode_attention_workspace(plan, 1, int(a.n_head), int(st.head_dim)));
+  auto* lens = static_cast<int32_t*>(tq_lens_.p);
+  cuda::set_i32_pair(lens, int32_t(a.n_rec), int32_t(a.n_exact), stream_);
+  cuda::DecodeAttnArgs d;
+  d.q = a.q;
+  d.out = a.out;
+  d.format = cuda::KvFormat::TurboQuant;
+  d.k = st.k_codes;
+  d.v = st.v_codes;
+  d.k_scale = st.k_scale;
+  d.v_scale = st.v_scale;
+  d.seq_stride = st.n_head_kv * st.cap;
+  d.head_stride = st.cap;
+  d.lens = lens;
+  d.batch = 1;
+  d.n_head = int(a.n_head);
+  d.n_head_kv = int(st.n_head_kv);
+  d.head_dim = int(st.head_dim);
+  d.scale = a.scale;
+  d.k_codec = &kc;
+  d.v_codec = &vc;
+  d.workspace = static_cast<float*>(tq_ws_.p);
+  if (a.n_exact > 0) {
+    d.k_tail = a.rows.k;
+    d.v_tail = a.rows.v;
+    d.tail_seq_stride = st.n_head_kv * a.rows.cap;
+    d.tail_head_stride = a.rows.cap;
+    d.tail_lens = lens + 1;
+  }
+  cuda::decode_attention(d, plan, stream_);
+}
+
+// Prefill chunk: q rotated by R_k once; flash attention over the records (TurboQuant codes, in
+// the rotated domain) and over a bf16 copy of the exact rows (causal, positions n_rec ..), each
+// with its log-sum-exp; the two merged; the result rotated back by R_v^T.
+void CudaBackend::tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& kc,
+                             const cuda::TqCodecDev& vc) {
+  const TqStore& st = a.store;
+  const int64_t T = a.T, H = a.n_head, D = st.head_dim, hk = st.n_head_kv;
+  const int64_t rows = T * H, row_f = rows * D;
+  const int64_t e_stride = (a.n_exact + 63) / 64 * 64;  // bf16 exact rows per kv head
+  auto up = [](int64_t n) { return (n + 63) / 64 * 64; };  // 256-byte aligned regions
+  const int64_t e_elems = hk * (e_stride + 64) * D;        // + slack for whole-tile reads
+  const size_t f32_floats = size_t(3 * up(row_f) + 2 * up(rows));
+  ensure(tq_scratch_.p, tq_scratch_.cap, f32_floats * sizeof(float) + size_t(2 * e_elems) * 2);
+  float* q_rot = static_cast<float*>(tq_scratch_.p);
+  float* out_a = q_rot + up(row_f);
+  float* out_b = out_a + up(row_f);
+  float* lse_a = out_b + up(row_f);
+  float* lse_b = lse_a + up(rows);
+  auto* kb = reinterpret_cast<uint16_t*>(lse_b + up(rows));
+  uint16_t* vb = kb + e_elems;
+
+  cuda::tq_rotate(a.q, q_rot, rows, kc, false, stream_);
+  cuda::PrefillAttnArgs p;
+  p.q = q_rot;
+  p.T = T;
+  p.n_head = int(H);
+  p.n_head_kv = int(hk);
+  p.head_dim = int(D);
+  p.q_pos0 = a.q_pos0;
+  p.scale = a.scale;
+  float* res = nullptr;
+  if (a.n_rec > 0) {
+    cuda::PrefillAttnArgs r = p;
+    r.out = out_a;
+    r.lse = lse_a;
+    r.format = cuda::KvFormat::TurboQuant;
+    r.k = st.k_codes;
+    r.v = st.v_codes;
+    r.k_scale = st.k_scale;
+    r.v_scale = st.v_scale;
+    r.k_codec = &kc;
+    r.v_codec = &vc;
+    r.head_stride = st.cap;
+    r.L = a.n_rec;
+    r.k_pos0 = 0;
+    r.causal = a.q_pos0 + 1 < a.n_rec;  // records hold some of the chunk (no exact window)
+    cuda::prefill_attention(r, stream_);
+    res = out_a;
+  }
+  if (a.n_exact > 0) {
+    cuda::tq_rows_to_bf16(a.rows.k, a.rows.cap, kb, e_stride, int(hk), a.n_exact, int(D), stream_);
+    cuda::tq_rows_to_bf16(a.rows.v, a.rows.cap, vb, e_stride, int(hk), a.n_exact, int(D), stream_);
+    cuda::PrefillAttnArgs e = p;
+    e.out = res ? out_b : out_a;
+    e.lse = res ? lse_b : lse_a;
+    e.format = cuda::KvFormat::BF16;
+    e.k = kb;
+    e.v = vb;
+    e.head_stride = e_stride;
+    e.L = a.n_exact;
+    e.k_pos0 = a.n_rec;
+    e.causal = true;
+    cuda::prefill_attention(e, stream_);
+    if (res)
+      cuda::merge_attention(out_a, lse_a, out_b, lse_b, rows, int(D), stream_);
+    res = out_a;
+  }
+  cuda::tq_rotate(res, a.out, rows, vc, true, stream_);
 }
 
 }  // namespace tq

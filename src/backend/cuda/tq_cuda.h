@@ -72,6 +72,12 @@ void decode_attention(const DecodeAttnArgs& a, const AttnPlan& plan, void* strea
 void tq_encode(const float* x, int64_t n_token, int n_head_kv, int64_t x_token_stride,
                int64_t x_head_stride, const TqCodecDev& codec, uint8_t* codes, uint16_t* scales,
                int64_t head_stride, int64_t t0, void* stream = nullptr);
+// tq_encode that also writes each input row rotated (R x, f32, quant::Rotation::apply's
+// result) at rot + (h * rot_head_stride + rot_t0 + t) * head_dim: a recent-exact window.
+void tq_encode_rows(const float* x, int64_t n_token, int n_head_kv, int64_t x_token_stride,
+                    int64_t x_head_stride, const TqCodecDev& codec, uint8_t* codes,
+                    uint16_t* scales, int64_t head_stride, int64_t t0, float* rot,
+                    int64_t rot_head_stride, int64_t rot_t0, void* stream = nullptr);
 
 // Conversions and fills used by tests and benchmarks (fills are hash-based: fast, reproducible
 // for a seed, and never zeros, which would time unrealistically).

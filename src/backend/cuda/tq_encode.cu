@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/tq_cuda.h"
+#include "backend/cuda/tq_hadamard.cuh"
 
 namespace tq::cuda {
 
@@ -18,19 +19,18 @@ void check_last_launch(const char* what) {
 
 namespace {
 
-__device__ __forceinline__ bool sign_set(const uint32_t* mask, int i) {
-  return (mask[i >> 5] >> (i & 31)) & 1u;
-}
-
 // One warp per (token, head): lane l holds coordinates [l * D/32, (l + 1) * D/32). The float
 // operations follow quant::Rotation::apply and VectorCodec::encode in the same order
-// (butterflies a + b / a - b by stage, no contraction), so the codes match the CPU's.
+// (butterflies a + b / a - b by stage, no contraction), so the codes match the CPU's. With
+// `rot` set, the warp also writes the rotated raw row R x (Rotation::apply's result) at
+// rot + (h * rot_hs + rot_t0 + t) * D: a compressed layer's recent-exact window.
 template <int D>
 __global__ void __launch_bounds__(256) encode_kernel(const float* x, int64_t n_token, int n_kv,
                                                      int64_t x_ts, int64_t x_hs,
                                                      const TqCodecDev c, uint8_t* codes,
                                                      uint16_t* scales, int64_t head_stride,
-                                                     int64_t t0) {
+                                                     int64_t t0, float* rot, int64_t rot_hs,
+                                                     int64_t rot_t0) {
   constexpr int PER = D / 32;
   const int lane = threadIdx.x & 31;
   const int64_t vec = int64_t(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
@@ -45,6 +45,15 @@ __global__ void __launch_bounds__(256) encode_kernel(const float* x, int64_t n_t
     v[i] = src[i];
     ss += double(v[i]) * double(v[i]);
   }
+  if (rot) {
+    float r[PER];
+#pragma unroll
+    for (int i = 0; i < PER; ++i) r[i] = v[i];
+    warp_rotate<PER>(r, lane, c.sign_in, c.sign_out);
+    float* dst = rot + (int64_t(h) * rot_hs + rot_t0 + t) * D + lane * PER;
+#pragma unroll
+    for (int i = 0; i < PER; ++i) dst[i] = r[i];
+  }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   const float n = float(sqrt(ss));
@@ -52,32 +61,15 @@ __global__ void __launch_bounds__(256) encode_kernel(const float* x, int64_t n_t
 #pragma unroll
   for (int i = 0; i < PER; ++i) {
     const float u = __fmul_rn(v[i], inv);
-    v[i] = sign_set(c.sign_in, lane * PER + i) ? -u : u;
+    v[i] = tq_sign_set(c.sign_in, lane * PER + i) ? -u : u;
   }
-#pragma unroll
-  for (int h2 = 1; h2 < PER; h2 <<= 1)
-#pragma unroll
-    for (int i = 0; i < PER; ++i)
-      if (!(i & h2)) {
-        const float a = v[i], b = v[i + h2];
-        v[i] = __fadd_rn(a, b);
-        v[i + h2] = __fsub_rn(a, b);
-      }
-#pragma unroll
-  for (int lo = 1; lo < 32; lo <<= 1) {
-    const bool upper = lane & lo;
-#pragma unroll
-    for (int i = 0; i < PER; ++i) {
-      const float other = __shfl_xor_sync(0xffffffffu, v[i], lo);
-      v[i] = upper ? __fsub_rn(other, v[i]) : __fadd_rn(v[i], other);
-    }
-  }
+  warp_fwht<PER>(v, lane);
   const float s = __fdiv_rn(1.0f, __fsqrt_rn(float(D)));
   uint32_t packed = 0;
   double cc = 0.0;
 #pragma unroll
   for (int i = 0; i < PER; ++i) {
-    const float y = __fmul_rn(v[i], sign_set(c.sign_out, lane * PER + i) ? -s : s);
+    const float y = __fmul_rn(v[i], tq_sign_set(c.sign_out, lane * PER + i) ? -s : s);
     int idx = 0;
 #pragma unroll
     for (int k = 0; k < 15; ++k) idx += y > c.boundaries[k] ? 1 : 0;
@@ -163,29 +155,33 @@ void fill_random_16(uint16_t* p, int64_t n, float lo, float hi, bool bf16, uint6
 void tq_encode(const float* x, int64_t n_token, int n_head_kv, int64_t x_token_stride,
                int64_t x_head_stride, const TqCodecDev& codec, uint8_t* codes, uint16_t* scales,
                int64_t head_stride, int64_t t0, void* stream) {
+  tq_encode_rows(x, n_token, n_head_kv, x_token_stride, x_head_stride, codec, codes, scales,
+                 head_stride, t0, nullptr, 0, 0, stream);
+}
+
+void tq_encode_rows(const float* x, int64_t n_token, int n_head_kv, int64_t x_token_stride,
+                    int64_t x_head_stride, const TqCodecDev& codec, uint8_t* codes,
+                    uint16_t* scales, int64_t head_stride, int64_t t0, float* rot,
+                    int64_t rot_head_stride, int64_t rot_t0, void* stream) {
   if (n_token <= 0) return;
   const int64_t n_vec = n_token * n_head_kv;
   const int per_block = 8;
   const unsigned grid = unsigned((n_vec + per_block - 1) / per_block);
   cudaStream_t st = as_stream(stream);
+#define TQ_ENCODE_CASE(D)                                                                     \
+  case D:                                                                                     \
+    encode_kernel<D><<<grid, 32 * per_block, 0, st>>>(x, n_token, n_head_kv, x_token_stride, \
+                                                      x_head_stride, codec, codes, scales,    \
+                                                      head_stride, t0, rot, rot_head_stride,  \
+                                                      rot_t0);                                \
+    break;
   switch (codec.head_dim) {
-    case 64:
-      encode_kernel<64><<<grid, 32 * per_block, 0, st>>>(x, n_token, n_head_kv, x_token_stride,
-                                                         x_head_stride, codec, codes, scales,
-                                                         head_stride, t0);
-      break;
-    case 128:
-      encode_kernel<128><<<grid, 32 * per_block, 0, st>>>(x, n_token, n_head_kv, x_token_stride,
-                                                          x_head_stride, codec, codes, scales,
-                                                          head_stride, t0);
-      break;
-    case 256:
-      encode_kernel<256><<<grid, 32 * per_block, 0, st>>>(x, n_token, n_head_kv, x_token_stride,
-                                                          x_head_stride, codec, codes, scales,
-                                                          head_stride, t0);
-      break;
+    TQ_ENCODE_CASE(64)
+    TQ_ENCODE_CASE(128)
+    TQ_ENCODE_CASE(256)
     default: raise("tq_encode: head_dim " + std::to_string(codec.head_dim) + " is not supported");
   }
+#undef TQ_ENCODE_CASE
   check_last_launch("tq_encode");
 }
 

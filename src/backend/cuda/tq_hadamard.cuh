@@ -1,0 +1,54 @@
+// The randomized Hadamard rotation of TurboQuant on one warp (lane l holds coordinates
+// [l * D/32, (l + 1) * D/32)): the float operations of quant::Rotation::apply / apply_t in the
+// same order (butterflies a + b / a - b by stage, no contraction), so results match the CPU's.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace tq::cuda {
+
+__device__ __forceinline__ bool tq_sign_set(const uint32_t* mask, int i) {
+  return (mask[i >> 5] >> (i & 31)) & 1u;
+}
+
+// In place: v <- H v (unnormalized Walsh-Hadamard over the warp's D = 32 * PER coordinates),
+// stages h = 1, 2, .. D/2 as quant::fwht runs them.
+template <int PER>
+__device__ __forceinline__ void warp_fwht(float (&v)[PER], int lane) {
+#pragma unroll
+  for (int h2 = 1; h2 < PER; h2 <<= 1)
+#pragma unroll
+    for (int i = 0; i < PER; ++i)
+      if (!(i & h2)) {
+        const float a = v[i], b = v[i + h2];
+        v[i] = __fadd_rn(a, b);
+        v[i + h2] = __fsub_rn(a, b);
+      }
+#pragma unroll
+  for (int lo = 1; lo < 32; lo <<= 1) {
+    const bool upper = lane & lo;
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      const float other = __shfl_xor_sync(0xffffffffu, v[i], lo);
+      v[i] = upper ? __fsub_rn(other, v[i]) : __fadd_rn(v[i], other);
+    }
+  }
+}
+
+// y = D_out H D_in x / sqrt(D) in place (forward: D_in = sign_in, D_out = sign_out; the
+// transpose swaps them).
+template <int PER>
+__device__ __forceinline__ void warp_rotate(float (&v)[PER], int lane, const uint32_t* d_in,
+                                            const uint32_t* d_out) {
+  constexpr int D = 32 * PER;
+#pragma unroll
+  for (int i = 0; i < PER; ++i)
+    if (tq_sign_set(d_in, lane * PER + i)) v[i] = -v[i];
+  warp_fwht<PER>(v, lane);
+  const float s = __fdiv_rn(1.0f, __fsqrt_rn(float(D)));
+#pragma unroll
+  for (int i = 0; i < PER; ++i) v[i] = __fmul_rn(v[i], tq_sign_set(d_out, lane * PER + i) ? -s : s);
+}
+
+}  // namespace tq::cuda

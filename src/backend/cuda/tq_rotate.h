@@ -1,0 +1,25 @@
+// Small TurboQuant helper kernels of the CUDA backend's compressed caches (tq_rotate.cu): the
+// randomized Hadamard rotation of query / output rows, f32 -> bf16 copies of exact-window rows,
+// and device-side length words. Plain C++ (host .cpp files include it); pointers are device memory.
+#pragma once
+#include <cstdint>
+
+#include "backend/cuda/tq_cuda.h"
+
+namespace tq::cuda {
+
+// y[r] = R x[r] (inverse = false) or R^T x[r] (inverse = true) for n_rows rows of
+// codec.head_dim floats, R = D2 H D1 / sqrt(d) of the codec: quant::Rotation::apply / apply_t's
+// float operations in order. x == y is allowed.
+void tq_rotate(const float* x, float* y, int64_t n_rows, const TqCodecDev& codec, bool inverse,
+               void* stream = nullptr);
+
+// dst[h][t][:] = bf16(src[h][t][:]) for h < n_head, t < n_rows; head strides in rows.
+void tq_rows_to_bf16(const float* src, int64_t src_head_stride, uint16_t* dst,
+                     int64_t dst_head_stride, int n_head, int64_t n_rows, int head_dim,
+                     void* stream = nullptr);
+
+// p[0] = a, p[1] = b, queued on the stream (no host memory involved, capturable).
+void set_i32_pair(int32_t* p, int32_t a, int32_t b, void* stream = nullptr);
+
+}  // namespace tq::cuda

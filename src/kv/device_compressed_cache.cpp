@@ -1,0 +1,252 @@
+// DeviceCompressedCache implementation: records grown geometrically in backend memory, the exact
+// window as a sliding range of a fixed buffer, block bytes downloaded / uploaded per kv head.
+#include "kv/device_compressed_cache.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+#include "core/error.h"
+#include "kv/block_bytes.h"
+
+namespace tq {
+namespace {
+
+constexpr int64_t kSlackTokens = 128;  // past the last kv head: kernels read whole tiles
+
+uint8_t* at(const DeviceBuffer& b, size_t offset) {
+  return static_cast<uint8_t*>(b.data()) + offset;
+}
+
+}  // namespace
+
+DeviceCompressedCache::DeviceCompressedCache(Backend& be, const LayerShape& s,
+                                             const quant::TqFormat& format, int layer,
+                                             int64_t recent_exact)
+    : be_(&be),
+      s_(s),
+      format_(format),
+      layer_(layer),
+      kc_(format.key_config(layer)),
+      vc_(format.value_config(layer)),
+      recent_(recent_exact) {
+  if (recent_exact < 0) fail("recent exact window must be >= 0");
+  if (format.head_dim != s.head_dim)
+    fail("TurboQuant format head_dim {} does not match the layer's {}", format.head_dim,
+         s.head_dim);
+  if (!be.device_turboquant(kc_, vc_))
+    fail("the {} backend cannot keep TurboQuant caches of {} in its memory", be.name(),
+         format.describe());
+}
+
+size_t DeviceCompressedCache::bytes() const {
+  return kcodes_.bytes() + vcodes_.bytes() + kscale_.bytes() + vscale_.bytes() + tk_.bytes() +
+         tv_.bytes();
+}
+
+size_t DeviceCompressedCache::bytes_per_token() const {
+  return size_t(s_.n_head_kv) * (kc_.bytes_per_vector() + vc_.bytes_per_vector());
+}
+
+TqStore DeviceCompressedCache::store() const {
+  TqStore st;
+  st.k_codec = &kc_;
+  st.v_codec = &vc_;
+  st.k_codes = static_cast<uint8_t*>(kcodes_.data());
+  st.v_codes = static_cast<uint8_t*>(vcodes_.data());
+  st.k_scale = static_cast<uint16_t*>(kscale_.data());
+  st.v_scale = static_cast<uint16_t*>(vscale_.data());
+  st.cap = cap_;
+  st.n_head_kv = s_.n_head_kv;
+  st.head_dim = s_.head_dim;
+  return st;
+}
+
+TqRows DeviceCompressedCache::rows() const {
+  if (!tk_.data()) return TqRows{};
+  return TqRows{tk_.f32() + start_ * s_.head_dim, tv_.f32() + start_ * s_.head_dim, tail_cap_};
+}
+
+void DeviceCompressedCache::reserve(int64_t tokens) {
+  if (tokens <= cap_) return;
+  int64_t nc = cap_ == 0 ? tokens : std::max<int64_t>({tokens, cap_ * 2, 256});
+  nc = (nc + 63) / 64 * 64;  // the decode kernel reads whole 32-token slots
+  const int64_t hk = s_.n_head_kv;
+  auto grow = [&](DeviceBuffer& buf, size_t per) {
+    DeviceBuffer nb(be_, size_t(hk * nc + kSlackTokens) * per);
+    for (int64_t h = 0; h < hk && n_ > 0; ++h)
+      be_->copy(at(nb, size_t(h * nc) * per), at(buf, size_t(h * cap_) * per), size_t(n_) * per);
+    buf = std::move(nb);
+  };
+  grow(kcodes_, kc_.code_bytes());
+  grow(vcodes_, vc_.code_bytes());
+  grow(kscale_, 2);
+  grow(vscale_, 2);
+  cap_ = nc;
+}
+
+void DeviceCompressedCache::ensure_window(int64_t rows) {
+  const int64_t hk = s_.n_head_kv, d = s_.head_dim;
+  if (start_ + rows <= tail_cap_) return;
+  const size_t held_bytes = size_t(held_ * d) * sizeof(float);
+  if (rows <= tail_cap_ && start_ >= held_) {
+    // Back to row 0; [start, start + held) and [0, held) are disjoint.
+    for (int64_t h = 0; h < hk && held_ > 0; ++h) {
+      be_->copy(tk_.f32() + h * tail_cap_ * d, tk_.f32() + (h * tail_cap_ + start_) * d, held_bytes);
+      be_->copy(tv_.f32() + h * tail_cap_ * d, tv_.f32() + (h * tail_cap_ + start_) * d, held_bytes);
+    }
+    start_ = 0;
+    return;
+  }
+  const int64_t cap = std::max(rows, 2 * recent_ + 64);
+  DeviceBuffer nk(be_, size_t(hk * cap * d) * sizeof(float));
+  DeviceBuffer nv(be_, nk.bytes());
+  for (int64_t h = 0; h < hk && held_ > 0; ++h) {
+    be_->copy(nk.f32() + h * cap * d, tk_.f32() + (h * tail_cap_ + start_) * d, held_bytes);
+    be_->copy(nv.f32() + h * cap * d, tv_.f32() + (h * tail_cap_ + start_) * d, held_bytes);
+  }
+  tk_ = std::move(nk);
+  tv_ = std::move(nv);
+  tail_cap_ = cap;
+  start_ = 0;
+}
+
+void DeviceCompressedCache::trim() {
+  if (held_ <= recent_) return;
+  start_ += held_ - recent_;
+  held_ = recent_;
+  // A long call (a prefill chunk) grew the window: give that memory back (decode steps never
+  // grow it, so they allocate nothing).
+  if (tail_cap_ > 2 * recent_ + 64) {
+    const int64_t keep_start = start_;
+    const int64_t hk = s_.n_head_kv, d = s_.head_dim, cap = 2 * recent_ + 64;
+    DeviceBuffer nk(be_, size_t(hk * cap * d) * sizeof(float));
+    DeviceBuffer nv(be_, nk.bytes());
+    const size_t held_bytes = size_t(held_ * d) * sizeof(float);
+    for (int64_t h = 0; h < hk && held_ > 0; ++h) {
+      be_->copy(nk.f32() + h * cap * d, tk_.f32() + (h * tail_cap_ + keep_start) * d, held_bytes);
+      be_->copy(nv.f32() + h * cap * d, tv_.f32() + (h * tail_cap_ + keep_start) * d, held_bytes);
+    }
+    tk_ = std::move(nk);
+    tv_ = std::move(nv);
+    tail_cap_ = cap;
+    start_ = 0;
+  }
+}
+
+void DeviceCompressedCache::write(const float* k, const float* v, int64_t T) {
+  const int64_t stride = s_.n_head_kv * s_.head_dim;
+  reserve(n_ + T);
+  if (recent_ > 0) {
+    ensure_window(held_ + T);
+    const TqRows r = rows();
+    be_->tq_write(store(), n_, k, v, T, stride, s_.head_dim, &r, held_);
+    held_ += T;
+  } else {
+    be_->tq_write(store(), n_, k, v, T, stride, s_.head_dim, nullptr, 0);
+  }
+  n_ += T;
+}
+
+void DeviceCompressedCache::append_tokens(Backend&, const float* k, const float* v, int64_t n) {
+  if (n <= 0) return;
+  // Only the last R tokens can stay in the window: the others go to the records alone.
+  const int64_t m = std::min(n, recent_), stride = s_.n_head_kv * s_.head_dim;
+  reserve(n_ + n);
+  if (n > m) {
+    be_->tq_write(store(), n_, k, v, n - m, stride, s_.head_dim, nullptr, 0);
+    n_ += n - m;
+  }
+  if (m > 0) write(k + (n - m) * stride, v + (n - m) * stride, m);
+  trim();
+}
+
+void DeviceCompressedCache::append_and_attend(Backend& be, const float* q, const float* k,
+                                              const float* v, int64_t T, float scale,
+                                              float* out) {
+  if (T <= 0) return;
+  const int64_t pos0 = n_;
+  write(k, v, T);  // the window holds the R tokens before this call and the call's own
+  TqAttentionArgs a;
+  a.q = q;
+  a.out = out;
+  a.store = store();
+  a.rows = rows();
+  a.n_rec = n_ - held_;  // the rest is read from the exact window
+  a.n_exact = held_;
+  a.T = T;
+  a.n_head = s_.n_head;
+  a.q_pos0 = pos0;
+  a.scale = scale;
+  be.tq_attention(a);
+  trim();
+}
+
+// Block bytes (format_id "device-compressed ..."): held (i64); key codes [n_head_kv][n][code
+// bytes], key scales [n_head_kv][n] fp16, value codes, value scales; then the recent-exact rows
+// at the boundary, rotated f32 [n_head_kv][held][head_dim], K then V.
+void DeviceCompressedCache::save_block(Backend& be, int64_t t0, std::vector<uint8_t>& out) const {
+  TQ_CHECK(t0 >= 0 && t0 <= n_);
+  const int64_t n = n_ - t0, d = s_.head_dim, hk = s_.n_head_kv;
+  put_value<int64_t>(out, held_);
+  const std::pair<const DeviceBuffer*, size_t> parts[] = {
+      {&kcodes_, kc_.code_bytes()}, {&kscale_, 2}, {&vcodes_, vc_.code_bytes()}, {&vscale_, 2}};
+  for (auto [buf, per] : parts)
+    for (int64_t h = 0; h < hk && n > 0; ++h)
+      be.download(grow_bytes(out, size_t(n) * per), at(*buf, size_t(h * cap_ + t0) * per),
+                  size_t(n) * per);
+  for (const DeviceBuffer* tail : {&tk_, &tv_})
+    for (int64_t h = 0; h < hk && held_ > 0; ++h)
+      be.download(grow_bytes(out, size_t(held_ * d) * sizeof(float)),
+                  tail->f32() + (h * tail_cap_ + start_) * d, size_t(held_ * d) * sizeof(float));
+}
+
+bool DeviceCompressedCache::load_block(Backend& be, int64_t t0, int64_t n,
+                                       std::span<const uint8_t> in) {
+  ByteSource src(in);
+  int64_t held = -1;
+  if (t0 != n_ || n < 0 || !src.read(held) || held != std::min(recent_, t0 + n)) return false;
+  const int64_t d = s_.head_dim, hk = s_.n_head_kv;
+  const size_t want = size_t(hk * n) * (kc_.code_bytes() + vc_.code_bytes() + 4) +
+                      size_t(2 * hk * held * d) * sizeof(float);
+  if (src.left() != want) return false;
+  reserve(n_ + n);
+  const std::pair<DeviceBuffer*, size_t> parts[] = {
+      {&kcodes_, kc_.code_bytes()}, {&kscale_, 2}, {&vcodes_, vc_.code_bytes()}, {&vscale_, 2}};
+  for (auto [buf, per] : parts)
+    for (int64_t h = 0; h < hk && n > 0; ++h)
+      be.upload(at(*buf, size_t(h * cap_ + n_) * per), src.take(size_t(n) * per), size_t(n) * per);
+  held_ = 0;  // the boundary's window replaces the old one
+  start_ = 0;
+  if (held > 0) ensure_window(held);
+  for (DeviceBuffer* tail : {&tk_, &tv_})
+    for (int64_t h = 0; h < hk && held > 0; ++h)
+      be.upload(tail->f32() + h * tail_cap_ * d, src.take(size_t(held * d) * sizeof(float)),
+                size_t(held * d) * sizeof(float));
+  held_ = held;
+  n_ += n;
+  return true;
+}
+
+std::string DeviceCompressedCache::format_id() const {
+  return fmt::format("device-compressed tq={:016x} layer={} recent={} hk={} d={}",
+                     format_.fingerprint(), layer_, recent_, s_.n_head_kv, s_.head_dim);
+}
+
+std::vector<uint8_t> DeviceCompressedCache::record(bool key, int64_t h, int64_t t) const {
+  TQ_CHECK(h >= 0 && h < s_.n_head_kv && t >= 0 && t < n_);
+  const size_t cb = key ? kc_.code_bytes() : vc_.code_bytes();
+  std::vector<uint8_t> rec(cb + 2);
+  be_->download(rec.data(), at(key ? kcodes_ : vcodes_, size_t(h * cap_ + t) * cb), cb);
+  be_->download(rec.data() + cb, at(key ? kscale_ : vscale_, size_t(h * cap_ + t) * 2), 2);
+  return rec;
+}
+std::vector<uint8_t> DeviceCompressedCache::key_record(int64_t h, int64_t t) const {
+  return record(true, h, t);
+}
+std::vector<uint8_t> DeviceCompressedCache::value_record(int64_t h, int64_t t) const {
+  return record(false, h, t);
+}
+
+}  // namespace tq
