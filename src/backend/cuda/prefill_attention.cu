@@ -2,6 +2,7 @@
 // block, 64-key (32 at d=256) K/V tiles in swizzled shared memory, mma.sync m16n8k16 bf16,
 // online softmax in registers; dense bf16 K/V by cp.async double buffering, TurboQuant 4-bit
 // codes decoded per tile into shared memory. Also the LSE merge of two partial attentions.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -15,7 +16,6 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kBM = kWarps * 16;  // query rows per block
 constexpr float kLog2e = 1.4426950408889634f;
 
 struct PrefillParams {
@@ -26,79 +26,106 @@ struct PrefillParams {
   const uint8_t* v;
   const uint16_t* k_scale;
   const uint16_t* v_scale;
-  int64_t head_stride, T, L, off, window;  // off = q_pos0 - k_pos0
+  int64_t head_stride;
+  int T, L, off, window;  // off = q_pos0 - k_pos0 (positions fit in int: checked by the host)
   int n_head, group;
   bool causal;
   float q_mul;  // scale * log2(e): scores come out in log2 units
   float kcent[16], vcent[16];
 };
 
-// Element offset of 16-byte chunk c of row r in a [rows][D] bf16 tile (XOR swizzle: the 8 rows
-// an ldmatrix phase reads hit 8 distinct bank groups).
+// Element offset of 16-byte chunk c of row r in a [rows][D] 16-bit tile (XOR swizzle: the 8
+// rows an ldmatrix phase reads hit 8 distinct bank groups).
 template <int D>
 __device__ __forceinline__ int swz(int r, int c) {
   return r * D + ((c ^ (r & 7)) << 3);
 }
 
-template <int D, int BN, bool kTq>
+// K/V formats of the kernel: dense bf16; TurboQuant decoded to bf16 through a 16-entry float
+// table (any codecs); TurboQuant decoded to fp16 through a 256-entry half2 table of byte pairs,
+// one copy per lane (shared K/V centroids), with fp16 mma.
+enum Mode : int { kDense = 0, kTqF32 = 1, kTqLut = 2 };
+
+// D: head dim; BN: keys per tile; MT: 16-row m-tiles per warp (block rows 64 * MT).
+template <int D, int BN, int MT, int kMode>
 struct Cfg {
-  static constexpr bool kQRegs = D <= 128;       // Q fragments live in registers
-  static constexpr int kTile = BN * D;           // bf16 elements of one K or V tile
+  static constexpr bool kTq = kMode != kDense, kF16 = kMode == kTqLut;
+  static constexpr int kBM = kWarps * 16 * MT;
+  static constexpr bool kQRegs = D <= 128 && MT == 1;  // Q fragments live in registers
+  static constexpr int kTile = BN * D;                 // elements of one K or V tile
+  static constexpr int kTileBytes = kTile * 2;
   static constexpr int kCodeBytes = BN * D / 2;  // packed codes of one K or V tile
-  // Dense: two stages of (K, V); Q is staged in stage 1 before the loop when kQRegs.
-  // TurboQuant: one decoded (K, V) pair, two raw stages of codes + scales; Q staged in K.
-  static constexpr int kQElems = kQRegs ? 0 : kBM * D;
-  static constexpr int kBytes =
-      kTq ? 2 * kTile * 2 + 2 * (2 * kCodeBytes + 2 * BN * 2) : (4 * kTile + kQElems) * 2;
+  static constexpr int kRawStage = 2 * kCodeBytes + 4 * BN;  // K, V codes; K, V fp16 scales
+  // Dense: two stages of (K, V). TurboQuant: one decoded (K, V), two raw stages, the table.
+  // Q: staged in stage 1 (dense) or in K (TurboQuant) when kQRegs, else its own area.
+  static constexpr int kQBytes = kQRegs ? 0 : kBM * D * 2;
+  static constexpr int kQStage = kQRegs ? kBM * D * 2 : 0;
+  static_assert(kQStage <= kTileBytes, "Q staging must fit in one tile");
+  static constexpr int kRawOff = 2 * kTileBytes;
+  static constexpr int kQOff = kTq ? (kQRegs ? 0 : kRawOff + 2 * kRawStage)
+                                   : (kQRegs ? 2 * kTileBytes : 4 * kTileBytes);
+  static constexpr int kLutOff = kTq ? kRawOff + 2 * kRawStage + kQBytes : 0;
+  static constexpr int kBytes = kTq ? kLutOff + (kF16 ? 256 * 32 * 4 : 0) : 4 * kTileBytes + kQBytes;
 };
 
-template <int D, int BN, bool kTq, int kMinBlocks>
+template <int D, int BN, int MT, int kMode, int kMinBlocks>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) prefill_attn_kernel(const PrefillParams p) {
-  using C = Cfg<D, BN, kTq>;
+  using C = Cfg<D, BN, MT, kMode>;
+  constexpr int kBM = C::kBM, kR = 16 * MT;  // rows per block, per warp
+  constexpr bool kF16 = C::kF16;
   extern __shared__ __align__(128) uint8_t smem[];
-  __nv_bfloat16* tiles = reinterpret_cast<__nv_bfloat16*>(smem);
+  uint16_t* tiles = reinterpret_cast<uint16_t*>(smem);
   __shared__ float cent[2][16];
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int h = blockIdx.x, hk = h / p.group;
-  const int64_t m0 = int64_t(gridDim.y - 1 - blockIdx.y) * kBM;  // heaviest causal rows first
-  const int64_t w0 = m0 + warp * 16;                              // this warp's first query
+  const int m0 = int(gridDim.y - 1 - blockIdx.y) * kBM;  // heaviest causal rows first
+  const int w0 = m0 + warp * kR;                         // this warp's first query
   const int64_t kv_base = int64_t(hk) * p.head_stride;
 
   // Key range [j_lo, j_hi) any row of the block may see.
-  int64_t j_lo = 0, j_hi = p.L;
+  int j_lo = 0, j_hi = p.L;
   if (p.causal) {
     j_hi = min(p.L, p.off + m0 + kBM);
-    if (p.window > 0) j_lo = max(int64_t(0), p.off + m0 - p.window + 1);
+    if (p.window > 0) j_lo = max(0, p.off + m0 - p.window + 1);
   }
-  const int64_t n_begin = j_lo / BN;
-  const int n_tiles = j_hi > j_lo ? int((j_hi + BN - 1) / BN - n_begin) : 0;
+  const int n_begin = j_lo / BN;
+  const int n_tiles = j_hi > j_lo ? (j_hi + BN - 1) / BN - n_begin : 0;
 
-  if (tid < 16) cent[0][tid] = p.kcent[tid], cent[1][tid] = p.vcent[tid];
+  auto pack = [](float lo, float hi) { return kF16 ? pack_half2(lo, hi) : pack_bf162(lo, hi); };
+  uint32_t* lut = reinterpret_cast<uint32_t*>(smem + C::kLutOff);
+  if constexpr (kMode == kTqF32) {
+    if (tid < 16) cent[0][tid] = p.kcent[tid], cent[1][tid] = p.vcent[tid];
+  } else if constexpr (kMode == kTqLut) {
+    for (int i = tid; i < 256 * 32; i += kThreads) {
+      const int e = i >> 5;
+      lut[i] = pack_half2(p.kcent[e & 15], p.kcent[e >> 4]);
+    }
+  }
 
-  // ---- Q: f32 -> scaled bf16 in shared memory (zero rows past T) -> fragments.
-  __nv_bfloat16* qs = kTq ? tiles : (C::kQRegs ? tiles + 2 * C::kTile : tiles + 4 * C::kTile);
+  // ---- Q: f32 -> scaled bf16/fp16 in shared memory (zero rows past T).
+  uint16_t* qs = reinterpret_cast<uint16_t*>(smem + C::kQOff);
   for (int i = tid; i < kBM * D / 8; i += kThreads) {
     const int r = i / (D / 8), c = i % (D / 8);
     uint4 w = make_uint4(0, 0, 0, 0);
     if (m0 + r < p.T) {
       const float4* src =
-          reinterpret_cast<const float4*>(p.q + ((m0 + r) * p.n_head + h) * D + c * 8);
+          reinterpret_cast<const float4*>(p.q + (int64_t(m0 + r) * p.n_head + h) * D + c * 8);
       const float4 a = __ldg(src), b = __ldg(src + 1);
       const float s = p.q_mul;
-      w = make_uint4(pack_bf162(a.x * s, a.y * s), pack_bf162(a.z * s, a.w * s),
-                     pack_bf162(b.x * s, b.y * s), pack_bf162(b.z * s, b.w * s));
+      w = make_uint4(pack(a.x * s, a.y * s), pack(a.z * s, a.w * s), pack(b.x * s, b.y * s),
+                     pack(b.z * s, b.w * s));
     }
     *reinterpret_cast<uint4*>(qs + swz<D>(r, c)) = w;
   }
 
   // ---- K/V loads of key tile `tile` (absolute index) into stage st.
-  auto issue_dense = [&](int64_t tile, int st) {
-    __nv_bfloat16* ks = tiles + st * 2 * C::kTile;
-    __nv_bfloat16* vs = ks + C::kTile;
+  auto issue_dense = [&](int tile, int st) {
+    uint16_t* ks = tiles + st * 2 * C::kTile;
+    uint16_t* vs = ks + C::kTile;
     for (int i = tid; i < BN * D / 8; i += kThreads) {
       const int r = i / (D / 8), c = i % (D / 8);
-      const int64_t j = tile * BN + r;
+      const int j = tile * BN + r;
       const bool ok = j < p.L;
       const int64_t off = (kv_base + (ok ? j : 0)) * (D * 2) + c * 16;
       cp_async16_zfill(ks + swz<D>(r, c), p.k + off, ok ? 16 : 0);
@@ -106,13 +133,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) prefill_attn_kernel(cons
     }
   };
   // TurboQuant raw stage st: K codes, V codes, K scales, V scales.
-  uint8_t* raw = smem + 2 * C::kTile * 2;
-  constexpr int kRawStage = 2 * C::kCodeBytes + 2 * BN * 2;
-  auto issue_codes = [&](int64_t tile, int st) {
-    uint8_t* ks = raw + st * kRawStage;
+  uint8_t* raw = smem + C::kRawOff;
+  auto issue_codes = [&](int tile, int st) {
+    uint8_t* ks = raw + st * C::kRawStage;
     for (int i = tid; i < C::kCodeBytes / 16; i += kThreads) {
       const int r = i / (D / 32), c = i % (D / 32);
-      const int64_t j = tile * BN + r;
+      const int j = tile * BN + r;
       if (j < p.L) {
         const int64_t off = (kv_base + j) * (D / 2) + c * 16;
         cp_async16(ks + r * (D / 2) + c * 16, p.k + off);
@@ -121,17 +147,17 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) prefill_attn_kernel(cons
     }
   };
   uint16_t sk = 0, sv = 0;  // this thread's token scales of the next tile (tid < BN)
-  auto load_scales = [&](int64_t tile) {
-    const int64_t j = tile * BN + tid;
+  auto load_scales = [&](int tile) {
+    const int j = tile * BN + tid;
     if (tid < BN && j < p.L) sk = p.k_scale[kv_base + j], sv = p.v_scale[kv_base + j];
   };
   auto store_scales = [&](int st) {
-    uint16_t* s = reinterpret_cast<uint16_t*>(raw + st * kRawStage + 2 * C::kCodeBytes);
+    uint16_t* s = reinterpret_cast<uint16_t*>(raw + st * C::kRawStage + 2 * C::kCodeBytes);
     if (tid < BN) s[tid] = sk, s[BN + tid] = sv;
   };
-  // Decodes raw stage st (tile `tile`) into the bf16 K and V tiles: centroid[code] * scale.
-  auto decode = [&](int64_t tile, int st) {
-    const uint8_t* rs = raw + st * kRawStage;
+  // Decodes raw stage st (tile `tile`) into the K and V tiles: centroid[code] * scale.
+  auto decode = [&](int tile, int st) {
+    const uint8_t* rs = raw + st * C::kRawStage;
     const uint16_t* sc = reinterpret_cast<const uint16_t*>(rs + 2 * C::kCodeBytes);
 #pragma unroll 4
     for (int i = tid; i < 2 * BN * D / 8; i += kThreads) {
@@ -140,13 +166,23 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) prefill_attn_kernel(cons
       if (tile * BN + r < p.L) {
         const uint32_t code =
             *reinterpret_cast<const uint32_t*>(rs + which * C::kCodeBytes + r * (D / 2) + c * 4);
-        const float s = __half2float(__ushort_as_half(sc[which * BN + r]));
-        const float* cb = cent[which];
         uint32_t o[4];
+        if constexpr (kMode == kTqLut) {
+          const __half2 s2 = __half2half2(__ushort_as_half(sc[which * BN + r]));
 #pragma unroll
-        for (int b = 0; b < 4; ++b) {
-          const uint32_t byte = code >> (8 * b);
-          o[b] = pack_bf162(cb[byte & 15] * s, cb[(byte >> 4) & 15] * s);
+          for (int b = 0; b < 4; ++b) {
+            uint32_t e = lut[((code >> (8 * b)) & 255) * 32 + lane];
+            __half2 x = __hmul2(*reinterpret_cast<__half2*>(&e), s2);
+            o[b] = *reinterpret_cast<uint32_t*>(&x);
+          }
+        } else {
+          const float s = __half2float(__ushort_as_half(sc[which * BN + r]));
+          const float* cb = cent[which];
+#pragma unroll
+          for (int b = 0; b < 4; ++b) {
+            const uint32_t byte = code >> (8 * b);
+            o[b] = pack_bf162(cb[byte & 15] * s, cb[(byte >> 4) & 15] * s);
+          }
         }
         w = make_uint4(o[0], o[1], o[2], o[3]);
       }
@@ -155,7 +191,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) prefill_attn_kernel(cons
   };
 
   if (n_tiles > 0) {
-    if constexpr (kTq) {
+    if constexpr (C::kTq) {
       issue_codes(n_begin, 0);
       load_scales(n_begin);
       store_scales(0);
@@ -164,29 +200,35 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) prefill_attn_kernel(cons
     }
   }
   cp_commit();
-  __syncthreads();  // Q (and tile-0 scales) visible
+  __syncthreads();  // Q, tables, tile-0 scales visible
 
   uint32_t qf[C::kQRegs ? D / 16 : 1][4];
   const uint32_t qs_addr = smem_u32(qs);
-  auto q_frag = [&](int kk, uint32_t (&a)[4]) {  // rows w0..w0+15, columns 16kk..16kk+15
-    ldmatrix_x4(a, qs_addr + 2 * swz<D>(warp * 16 + (lane & 15), kk * 2 + (lane >> 4)));
+  // A fragment of m-tile mt, columns 16kk..16kk+15.
+  auto q_frag = [&](int mt, int kk, uint32_t (&a)[4]) {
+    ldmatrix_x4(a, qs_addr + 2 * swz<D>(warp * kR + mt * 16 + (lane & 15), kk * 2 + (lane >> 4)));
   };
   if constexpr (C::kQRegs) {
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) q_frag(kk, qf[kk]);
+    for (int kk = 0; kk < D / 16; ++kk) q_frag(0, kk, qf[kk]);
     __syncthreads();  // Q's staging area is about to be overwritten
   }
 
-  float o[D / 8][4];
+  float o[MT][D / 8][4];
 #pragma unroll
-  for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
+  float m_run[MT][2], l_run[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+    m_run[mt][0] = m_run[mt][1] = -INFINITY, l_run[mt][0] = l_run[mt][1] = 0.0f;
   const int g = lane >> 2, c4 = lane & 3;
 
   for (int it = 0; it < n_tiles; ++it) {
-    const int64_t tile = n_begin + it, n0 = tile * BN;
+    const int tile = n_begin + it, n0 = tile * BN;
     const bool more = it + 1 < n_tiles;
-    if constexpr (kTq) {
+    if constexpr (C::kTq) {
       if (more) issue_codes(tile + 1, (it + 1) & 1), load_scales(tile + 1);
     } else {
       if (more) issue_dense(tile + 1, (it + 1) & 1);
@@ -194,33 +236,37 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) prefill_attn_kernel(cons
     cp_commit();
     cp_wait<1>();
     __syncthreads();
-    if constexpr (kTq) {
+    if constexpr (C::kTq) {
       decode(tile, it & 1);
       __syncthreads();
     }
-    const __nv_bfloat16* ks = kTq ? tiles : tiles + (it & 1) * 2 * C::kTile;
+    const uint16_t* ks = C::kTq ? tiles : tiles + (it & 1) * 2 * C::kTile;
     const uint32_t k_addr = smem_u32(ks), v_addr = smem_u32(ks + C::kTile);
 
     // Does this warp see any key of the tile? Does any of its elements need a mask?
     bool skip = false, need_mask = n0 + BN > p.L;
     if (p.causal) {
-      skip = n0 > p.off + w0 + 15 ||
-             (p.window > 0 && n0 + BN - 1 <= p.off + w0 - p.window);
+      skip = n0 > p.off + w0 + kR - 1 || (p.window > 0 && n0 + BN - 1 <= p.off + w0 - p.window);
       need_mask = need_mask || n0 + BN - 1 > p.off + w0 ||
-                  (p.window > 0 && n0 <= p.off + w0 + 15 - p.window);
+                  (p.window > 0 && n0 <= p.off + w0 + kR - 1 - p.window);
     }
     if (!skip) {
-      float s[BN / 8][4];
+      float s[MT][BN / 8][4];
 #pragma unroll
-      for (int i = 0; i < BN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t a[4];
-        if constexpr (C::kQRegs) {
+        uint32_t a[MT][4];
 #pragma unroll
-          for (int x = 0; x < 4; ++x) a[x] = qf[kk][x];
-        } else {
-          q_frag(kk, a);
+        for (int mt = 0; mt < MT; ++mt) {
+          if constexpr (C::kQRegs) {
+#pragma unroll
+            for (int x = 0; x < 4; ++x) a[mt][x] = qf[kk][x];
+          } else {
+            q_frag(mt, kk, a[mt]);
+          }
         }
 #pragma unroll
         for (int np = 0; np < BN / 16; ++np) {
@@ -228,86 +274,107 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) prefill_attn_kernel(cons
           const int grp = lane >> 3;
           ldmatrix_x4(b, k_addr + 2 * swz<D>(np * 16 + (grp >> 1) * 8 + (lane & 7),
                                              kk * 2 + (grp & 1)));
-          mma16816<true>(s[2 * np], a[0], a[1], a[2], a[3], b[0], b[1]);
-          mma16816<true>(s[2 * np + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
-        }
-      }
-      if (need_mask) {
 #pragma unroll
-        for (int nt = 0; nt < BN / 8; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int64_t t = w0 + g + (e >> 1) * 8, j = n0 + nt * 8 + 2 * c4 + (e & 1);
-            bool vis = j < p.L;
-            if (p.causal)
-              vis = vis && j <= p.off + t && (p.window <= 0 || p.off + t - j < p.window);
-            if (!vis) s[nt][e] = -INFINITY;
+          for (int mt = 0; mt < MT; ++mt) {
+            mma16816<!kF16>(s[mt][2 * np], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[0], b[1]);
+            mma16816<!kF16>(s[mt][2 * np + 1], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[2], b[3]);
           }
-      }
-      // Online softmax for rows g (r = 0) and g + 8 (r = 1); four lanes share a row.
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int nt = 0; nt < BN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m_run[r], mx);
-        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-        const float alpha = fast_exp2(m_run[r] - m_use);
-        m_run[r] = m_new;
-        float sum = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < BN / 8; ++nt) {
-          s[nt][2 * r] = fast_exp2(s[nt][2 * r] - m_use);
-          s[nt][2 * r + 1] = fast_exp2(s[nt][2 * r + 1] - m_use);
-          sum += s[nt][2 * r] + s[nt][2 * r + 1];
         }
-        l_run[r] = l_run[r] * alpha + sum;
-#pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt) o[dt][2 * r] *= alpha, o[dt][2 * r + 1] *= alpha;
       }
-      // O += P V: P's accumulators are the A fragments of the second product.
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        if (need_mask) {
+#pragma unroll
+          for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int t = w0 + mt * 16 + g + (e >> 1) * 8, j = n0 + nt * 8 + 2 * c4 + (e & 1);
+              bool vis = j < p.L;
+              if (p.causal)
+                vis = vis && j <= p.off + t && (p.window <= 0 || p.off + t - j < p.window);
+              if (!vis) s[mt][nt][e] = -INFINITY;
+            }
+        }
+        // Online softmax for rows g (r = 0) and g + 8 (r = 1); four lanes share a row.
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          float mx = -INFINITY;
+#pragma unroll
+          for (int nt = 0; nt < BN / 8; ++nt)
+            mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          const float m_new = fmaxf(m_run[mt][r], mx);
+          const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+          const float alpha = fast_exp2(m_run[mt][r] - m_use);
+          m_run[mt][r] = m_new;
+          float sum = 0.0f;
+#pragma unroll
+          for (int nt = 0; nt < BN / 8; ++nt) {
+            s[mt][nt][2 * r] = fast_exp2(s[mt][nt][2 * r] - m_use);
+            s[mt][nt][2 * r + 1] = fast_exp2(s[mt][nt][2 * r + 1] - m_use);
+            sum += s[mt][nt][2 * r] + s[mt][nt][2 * r + 1];
+          }
+          l_run[mt][r] = l_run[mt][r] * alpha + sum;
+#pragma unroll
+          for (int dt = 0; dt < D / 8; ++dt) o[mt][dt][2 * r] *= alpha, o[mt][dt][2 * r + 1] *= alpha;
+        }
+      }
+      // O += P V: P's accumulators, packed to 16 bits, are the A fragments of the second product.
+      uint32_t pa[MT][BN / 16][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+          pa[mt][kk][0] = pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+          pa[mt][kk][1] = pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+          pa[mt][kk][2] = pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+          pa[mt][kk][3] = pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        }
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk) {
-        const uint32_t a0 = pack_bf162(s[2 * kk][0], s[2 * kk][1]);
-        const uint32_t a1 = pack_bf162(s[2 * kk][2], s[2 * kk][3]);
-        const uint32_t a2 = pack_bf162(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-        const uint32_t a3 = pack_bf162(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 #pragma unroll
         for (int dp = 0; dp < D / 16; ++dp) {
           uint32_t b[4];
           const int grp = lane >> 3;
           ldmatrix_x4_trans(b, v_addr + 2 * swz<D>(kk * 16 + (grp & 1) * 8 + (lane & 7),
                                                    dp * 2 + (grp >> 1)));
-          mma16816<true>(o[2 * dp], a0, a1, a2, a3, b[0], b[1]);
-          mma16816<true>(o[2 * dp + 1], a0, a1, a2, a3, b[2], b[3]);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            const uint32_t(&a)[4] = pa[mt][kk];
+            mma16816<!kF16>(o[mt][2 * dp], a[0], a[1], a[2], a[3], b[0], b[1]);
+            mma16816<!kF16>(o[mt][2 * dp + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
+          }
         }
       }
     }
-    if constexpr (kTq) {
+    if constexpr (C::kTq) {
       if (more) store_scales((it + 1) & 1);
     }
     __syncthreads();  // the stage read here is refilled next iteration
   }
   cp_wait<0>();
 
-  // ---- Normalize and store rows g, g + 8 of this warp.
+  // ---- Normalize and store rows g, g + 8 of each m-tile.
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float l = l_run[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int64_t t = w0 + g + 8 * r;
-    if (t >= p.T) continue;
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    float* dst = p.out + (t * p.n_head + h) * D + 2 * c4;
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt)
-      *reinterpret_cast<float2*>(dst + dt * 8) = make_float2(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
-    if (p.lse && c4 == 0)
-      p.lse[t * p.n_head + h] = l > 0.0f ? (m_run[r] + log2f(l)) * 0.6931471805599453f : -INFINITY;
-  }
+    for (int r = 0; r < 2; ++r) {
+      float l = l_run[mt][r];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int t = w0 + mt * 16 + g + 8 * r;
+      if (t >= p.T) continue;
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      float* dst = p.out + (int64_t(t) * p.n_head + h) * D + 2 * c4;
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt)
+        *reinterpret_cast<float2*>(dst + dt * 8) =
+            make_float2(o[mt][dt][2 * r] * inv, o[mt][dt][2 * r + 1] * inv);
+      if (p.lse && c4 == 0)
+        p.lse[int64_t(t) * p.n_head + h] =
+            l > 0.0f ? (m_run[mt][r] + log2f(l)) * 0.6931471805599453f : -INFINITY;
+    }
 }
 
 __global__ void merge_kernel(float* __restrict__ out_a, float* __restrict__ lse_a,
@@ -333,16 +400,17 @@ __global__ void merge_kernel(float* __restrict__ out_a, float* __restrict__ lse_
   if (threadIdx.x % 32 == 0) lse_a[row] = wa + wb > 0.0f ? m + logf(wa + wb) : -INFINITY;
 }
 
-template <int D, int BN, bool kTq, int kMinBlocks = D == 256 ? 1 : 3>
+template <int D, int BN, int MT, int kMode, int kMinBlocks>
 void launch(const PrefillParams& p, int64_t T, int n_head, cudaStream_t st) {
-  auto* k = prefill_attn_kernel<D, BN, kTq, kMinBlocks>;
-  constexpr int bytes = Cfg<D, BN, kTq>::kBytes;
+  auto* k = prefill_attn_kernel<D, BN, MT, kMode, kMinBlocks>;
+  constexpr int bytes = Cfg<D, BN, MT, kMode>::kBytes, bm = Cfg<D, BN, MT, kMode>::kBM;
   static bool attr = false;  // per instantiation; the kernels run on one device
   if (!attr) {
     CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
     attr = true;
   }
-  const int64_t mb = (T + kBM - 1) / kBM;
+  const int64_t mb = (T + bm - 1) / bm;
   if (mb > 65535) raise("prefill_attention: T=" + std::to_string(T) + " exceeds the grid");
   k<<<dim3(unsigned(n_head), unsigned(mb)), kThreads, bytes, st>>>(p);
   CUDA_CHECK(cudaGetLastError());
@@ -371,24 +439,36 @@ void prefill_attention(const PrefillAttnArgs& a, void* stream) {
   p.q = a.q, p.out = a.out, p.lse = a.lse;
   p.k = static_cast<const uint8_t*>(a.k), p.v = static_cast<const uint8_t*>(a.v);
   p.k_scale = a.k_scale, p.v_scale = a.v_scale;
-  p.head_stride = a.head_stride, p.T = a.T, p.L = a.L;
-  p.off = a.q_pos0 - a.k_pos0, p.window = a.window;
+  const int64_t big = int64_t(1) << 29;  // positions and lengths stay far from int overflow
+  if (a.T >= big || a.L >= big || std::abs(a.q_pos0) >= big || std::abs(a.k_pos0) >= big ||
+      a.window < 0 || a.head_stride >= (int64_t(1) << 40))
+    raise("prefill_attention: positions or lengths out of range");
+  p.head_stride = a.head_stride, p.T = int(a.T), p.L = int(a.L);
+  p.off = int(a.q_pos0 - a.k_pos0), p.window = int(std::min(a.window, big));
   p.n_head = a.n_head, p.group = a.n_head / a.n_head_kv, p.causal = a.causal;
   const float scale = a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(float(d));
   p.q_mul = scale * kLog2e;
   if (tq)
     for (int i = 0; i < 16; ++i) p.kcent[i] = a.k_codec->centroids[i], p.vcent[i] = a.v_codec->centroids[i];
   cudaStream_t st = as_stream(stream);
-  if (tq) return launch<128, 64, true>(p, a.T, a.n_head, st);
-  if (d == 64) return launch<64, 64, false>(p, a.T, a.n_head, st);
-  // TQ_PREFILL_OCC=2 (benchmark aid): the d=128 kernel compiled for 2 blocks per SM (no spills).
-  static const bool occ2 = [] {
-    const char* e = std::getenv("TQ_PREFILL_OCC");
-    return e && std::atoi(e) == 2;
+  // TQ_PREFILL_VARIANT (benchmark aid) at d=128: 1 = version 1 (16 rows per warp, Q fragments
+  // in registers, 3 blocks/SM; TurboQuant through the float table in bf16); 3 = 32-key tiles.
+  static const int variant = [] {
+    const char* e = std::getenv("TQ_PREFILL_VARIANT");
+    return e ? std::atoi(e) : 2;
   }();
-  if (d == 128 && occ2) return launch<128, 64, false, 2>(p, a.T, a.n_head, st);
-  if (d == 128) return launch<128, 64, false>(p, a.T, a.n_head, st);
-  launch<256, 32, false>(p, a.T, a.n_head, st);
+  if (tq) {
+    bool same = true;  // the byte-pair table needs one codebook for K and V
+    for (int i = 0; i < 16; ++i) same = same && p.kcent[i] == p.vcent[i];
+    if (variant == 1 || !same) return launch<128, 64, 1, kTqF32, 3>(p, a.T, a.n_head, st);
+    if (variant == 3) return launch<128, 32, 2, kTqLut, 2>(p, a.T, a.n_head, st);
+    return launch<128, 64, 2, kTqLut, 2>(p, a.T, a.n_head, st);
+  }
+  if (d == 64) return launch<64, 64, 1, kDense, 3>(p, a.T, a.n_head, st);
+  if (d == 128 && variant == 1) return launch<128, 64, 1, kDense, 3>(p, a.T, a.n_head, st);
+  if (d == 128 && variant == 3) return launch<128, 32, 2, kDense, 2>(p, a.T, a.n_head, st);
+  if (d == 128) return launch<128, 64, 2, kDense, 2>(p, a.T, a.n_head, st);
+  launch<256, 32, 1, kDense, 1>(p, a.T, a.n_head, st);
 }
 
 void merge_attention(float* out_a, float* lse_a, const float* out_b, const float* lse_b,
