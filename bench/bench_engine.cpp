@@ -8,7 +8,9 @@
 // Usage: bench_engine --model DIR [--device cpu|cuda] [--batch N] [--context L] [--tokens M]
 //                     [--kv dense|turboquant] [--chunk C] [--mid-prefill [--convert-at T]]
 // --batch and --kv take comma lists (e.g. --batch 1,8,32 --kv dense,turboquant): every pair runs
-// in one process on one loaded model, a table row each.
+// in one process on one loaded model, a table row each. --copy-prefill prefills sequence 0 only
+// and gives the others a copy of its cache (the prefix cache's save_kv_block / load_kv_block):
+// decode cost depends on the lengths, not the contents; prefill tok/s is then sequence 0's.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +24,7 @@
 #include "core/error.h"
 #include "engine/device_support.h"
 #include "engine/generate.h"
+#include "kv/block_codec.h"
 #include "kv/kv_convert.h"
 
 using namespace tq;
@@ -33,6 +36,7 @@ struct Args {
   std::string model, device = "cpu", kv = "dense";  // kv: one format (a run)
   int64_t batch = 1, context = 512, tokens = 32, chunk = 2048, convert_at = 0;
   bool mid_prefill = false;
+  bool copy_prefill = false;
   std::vector<std::string> kvs;  // --kv list
   std::vector<int64_t> batches;  // --batch list
 };
@@ -48,8 +52,8 @@ std::vector<std::string> split(const std::string& s) {
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "bench_engine: %s\nusage: bench_engine --model DIR [--device cpu|cuda] [--batch N] "
-               "[--context L] [--tokens M] [--kv dense|turboquant] [--chunk C] [--mid-prefill "
-               "[--convert-at T]]\n",
+               "[--context L] [--tokens M] [--kv dense|turboquant] [--chunk C] [--copy-prefill] "
+               "[--mid-prefill [--convert-at T]]\n",
                why);
   std::exit(2);
 }
@@ -78,6 +82,7 @@ Args parse(int argc, char** argv) {
     else if (f == "--chunk") a.chunk = number();
     else if (f == "--convert-at") a.convert_at = number();
     else if (f == "--mid-prefill") a.mid_prefill = true;
+    else if (f == "--copy-prefill") a.copy_prefill = true;
     else usage(("unknown argument " + f).c_str());
   }
   if (a.model.empty()) usage("--model is required");
@@ -125,16 +130,25 @@ int batch_decode(const Args& a, Model& model) {
   std::vector<KvCache> caches;
   std::vector<float> logits(size_t(a.batch * mc.vocab_size));
   double prefill_s = 0, convert_s = 0;
+  int64_t prefilled = 0;
+  std::vector<uint8_t> first;  // --copy-prefill: sequence 0's dense cache
   for (int64_t s = 0; s < a.batch; ++s) {
     caches.push_back(model.new_cache());
-    const std::vector<int32_t> ids = prompt_of(s, a.context, mc.vocab_size);
     auto t0 = Clock::now();
-    for (int64_t p = 0; p < a.context; p += a.chunk) {
-      const int64_t m = std::min(a.chunk, a.context - p);
-      model.forward(std::span<const int32_t>(ids.data() + p, size_t(m)), caches.back(),
-                    LogitsMode::Last, logits.data() + s * mc.vocab_size);
+    if (a.copy_prefill && s > 0) {
+      if (!load_kv_block(model.backend(), caches.back(), 0, a.context, first))
+        fail("--copy-prefill: the cache copy did not load");
+    } else {
+      const std::vector<int32_t> ids = prompt_of(s, a.context, mc.vocab_size);
+      for (int64_t p = 0; p < a.context; p += a.chunk) {
+        const int64_t m = std::min(a.chunk, a.context - p);
+        model.forward(std::span<const int32_t>(ids.data() + p, size_t(m)), caches.back(),
+                      LogitsMode::Last, logits.data() + s * mc.vocab_size);
+      }
+      prefill_s += since(t0);
+      prefilled += a.context;
+      if (a.copy_prefill && a.batch > 1) first = save_kv_block(model.backend(), caches.back(), 0);
     }
-    prefill_s += since(t0);
     if (policy.turboquant()) {
       auto t1 = Clock::now();
       convert_cache(model.backend(), caches.back(), shape, policy);
@@ -160,7 +174,7 @@ int batch_decode(const Args& a, Model& model) {
   const int64_t timed = std::max<int64_t>(a.tokens - 1, 1);
   for (int64_t k = 0; k < timed; ++k) step(k + 1);
   const double decode_s = since(t2);
-  const double total_prefill = double(a.batch * a.context);
+  const double total_prefill = double(prefilled);
   std::printf("| %s | %s | %lld | %lld | %.0f | %.2f | %.1f | %.1f | %.0f | %.0f |\n",
               a.device.c_str(), a.kv.c_str(), (long long)a.batch, (long long)a.context,
               total_prefill / prefill_s, convert_s, decode_s * 1e3 / double(timed),
