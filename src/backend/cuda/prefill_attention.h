@@ -39,7 +39,11 @@ struct PrefillAttnArgs {
 
 // Queues the attention on `stream` (a cudaStream_t). Throws tq::Error for a shape or format the
 // kernels do not support (head_dim other than 64/128/256 for bf16; TurboQuant needs head_dim 128
-// and 4-bit codecs).
+// and 4-bit codecs; T, L, |q_pos0|, |k_pos0| must be < 2^29, window >= 0). Keys past L are never
+// read (bf16) or never used (TurboQuant), so cache slots past L may hold anything. TurboQuant
+// with one codebook for K and V (the usual case) decodes to fp16 and runs fp16 mma; otherwise
+// it decodes to bf16. q is rounded to bf16 (fp16 for TurboQuant) after the scale is applied.
+// The environment variable TQ_PREFILL_VARIANT=1 or 3 picks older d=128 kernels (benchmarks).
 void prefill_attention(const PrefillAttnArgs& a, void* stream = nullptr);
 
 // Merges two partial attentions of the same queries over disjoint key sets, in place into
