@@ -147,7 +147,8 @@ Submitted EngineLoop::submit(EngineRequest req) {
       return r;
     }
     uint64_t shortfall = 0, copies = 0;
-    if (cfg_.prefix_cache && lease.extending) {
+    // The prefix cache's block copies live in host RAM: a guard of device memory does not count them.
+    if (cfg_.prefix_cache && lease.extending && !guard_opts_.device) {
       const int64_t B = cfg_.prefix_cache->block_tokens();
       copies = std::min(uint64_t(n_prompt / B - n_restored / B) * prefix_block_bytes(),
                         cfg_.prefix_cache->config().ram_bytes);
@@ -292,7 +293,8 @@ void EngineLoop::run() {
         Seq& s = *seqs_.at(id);
         s.cache = make_cache(s.req);
         s.guard = std::make_unique<SeqGuard>(*model_, cfg_.kv, guard_opts_, guard_limit_);
-        if (cfg_.prefix_cache && s.prefix.extending) {  // the blocks its prefill adds stay in RAM
+        // The blocks its prefill adds stay in RAM (host memory: not a device guard's concern).
+        if (cfg_.prefix_cache && s.prefix.extending && !guard_opts_.device) {
           const int64_t B = cfg_.prefix_cache->block_tokens();
           s.guard->set_kept_copies(B, prefix_block_bytes(), [pc = cfg_.prefix_cache] { return pc->ram_room(); });
         }
