@@ -168,6 +168,27 @@ class Backend {
   virtual void add(float* x, const float* y, int64_t n) = 0;
   virtual void attention(const AttentionArgs& a) = 0;
 
+  // Fused ops of the engine path (backend_fused.cpp). Each default composes the ops above, so a
+  // backend without its own version computes exactly what the separate calls compute; a device
+  // backend overrides them to save launches and conversions.
+  //
+  // h = rms_norm(x) over T rows (norm.cols wide); then out[i] = h . w[i]^T (+ *bias[i] where
+  // bias is given and bias[i] is non-null) for each weight.
+  virtual void norm_linear(const float* x, int64_t T, const Weight& norm, float eps, float* h,
+                           std::span<const Weight* const> w, std::span<float* const> out,
+                           std::span<const Weight* const> bias = {});
+  // x[T, w.rows] += in[T, w.cols] . w^T (the residual add); scratch [T, w.rows] may be used.
+  virtual void linear_add(const float* in, int64_t T, const Weight& w, float* x, float* scratch);
+  // x[T, down.rows] += down . (silu(gate) * up) for gate, up [T, down.cols]; gate may be
+  // overwritten; scratch [T, down.rows] may be used.
+  virtual void swiglu_down_add(float* gate, const float* up, int64_t T, const Weight& down,
+                               float* x, float* scratch);
+  // Per-head RMSNorm of q [T, n_head, head_dim] and k [T, n_head_kv, head_dim] by q_norm /
+  // k_norm (null: no norm), then RoPE (as rope()) at positions pos0 + t, in place.
+  virtual void qk_norm_rope(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,
+                            int64_t head_dim, const Weight* q_norm, const Weight* k_norm,
+                            float eps, int64_t pos0, std::span<const float> inv_freq);
+
   // Dense KV storage. The element type this backend's dense caches use (CPU: F32, CUDA: BF16).
   virtual DType kv_dtype() const { return DType::F32; }
   // Stores T new tokens k, v [T, n_head_kv, head_dim] (f32, backend memory) at slots

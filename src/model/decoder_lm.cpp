@@ -88,7 +88,6 @@ class DecoderLm final : public Model {
     const int64_t T = int64_t(ids_.size());
     if (T == 0) fail("forward: no tokens");
     ensure_workspace(T);
-    const int64_t H = c.hidden_size;
     const float eps = float(c.rms_norm_eps);
     const float scale = 1.0f / std::sqrt(float(c.head_dim));
     float* x = ws_x_.f32();
@@ -97,27 +96,25 @@ class DecoderLm final : public Model {
     be.embedding(ids_, embed_, x);
     for (int64_t li = 0; li < c.n_layer; ++li) {
       const LayerWeights& L = layers_[size_t(li)];
-      be.rms_norm(x, T, L.input_norm, eps, h);
-      be.linear(h, T, L.q, q, c.attention_bias ? &L.q_bias : nullptr);
-      be.linear(h, T, L.k, k, c.attention_bias ? &L.k_bias : nullptr);
-      be.linear(h, T, L.v, v, c.attention_bias ? &L.v_bias : nullptr);
-      if (c.qk_norm) {
-        be.rms_norm(q, T * c.n_head, L.q_norm, eps, q);
-        be.rms_norm(k, T * c.n_head_kv, L.k_norm, eps, k);
-      }
+      const Weight* qkv[] = {&L.q, &L.k, &L.v};
+      float* qkv_out[] = {q, k, v};
+      const Weight* qkv_bias[] = {&L.q_bias, &L.k_bias, &L.v_bias};
+      be.norm_linear(x, T, L.input_norm, eps, h, qkv, qkv_out,
+                     c.attention_bias ? std::span<const Weight* const>(qkv_bias)
+                                      : std::span<const Weight* const>());
       int64_t row = 0;
       for (size_t si = 0; si < steps.size(); ++si) {
         const SeqStep& st = steps[si];
         const int64_t n = int64_t(st.ids.size()), pos0 = pos0_[si];
         float *qs = q + row * c.q_dim(), *ks = k + row * c.kv_dim(), *vs = v + row * c.kv_dim();
-        be.rope(qs, n, c.n_head, c.head_dim, pos0, inv_freq_);
-        be.rope(ks, n, c.n_head_kv, c.head_dim, pos0, inv_freq_);
+        be.qk_norm_rope(qs, ks, n, c.n_head, c.n_head_kv, c.head_dim,
+                        c.qk_norm ? &L.q_norm : nullptr, c.qk_norm ? &L.k_norm : nullptr, eps,
+                        pos0, inv_freq_);
         st.cache->layers[size_t(li)]->append_and_attend(be, qs, ks, vs, n, scale,
                                                         attn + row * c.q_dim());
         row += n;
       }
-      be.linear(attn, T, L.o, h);
-      be.add(x, h, T * H);
+      be.linear_add(attn, T, L.o, x, h);
       swiglu_mlp(x, T, L.post_norm, L.gate, L.up, L.down, h, ws_gate_.f32(), ws_up_.f32());
     }
     write_logits(steps, x, h, norm_, c.tie_word_embeddings ? embed_ : lm_head_, ws_logits_.f32());
@@ -163,8 +160,9 @@ void Model::write_logits(std::span<const SeqStep> steps, const float* x, float* 
     const int64_t first = st.mode == LogitsMode::Last ? row + n - 1 : row;
     for (int64_t t0 = first; t0 < row + n; t0 += kLogitRows) {
       const int64_t m = std::min(kLogitRows, row + n - t0);
-      backend_->rms_norm(x + t0 * H, m, norm, float(c.rms_norm_eps), h);
-      backend_->linear(h, m, head, logits_ws);
+      const Weight* w[] = {&head};
+      float* out[] = {logits_ws};
+      backend_->norm_linear(x + t0 * H, m, norm, float(c.rms_norm_eps), h, w, out);
       backend_->download(st.logits + (t0 - first) * c.vocab_size, logits_ws,
                          size_t(m * c.vocab_size) * sizeof(float));
     }
@@ -175,13 +173,10 @@ void Model::write_logits(std::span<const SeqStep> steps, const float* x, float* 
 void Model::swiglu_mlp(float* x, int64_t T, const Weight& norm, const Weight& gate,
                        const Weight& up, const Weight& down, float* h, float* gate_ws,
                        float* up_ws) const {
-  Backend& be = *backend_;
-  be.rms_norm(x, T, norm, float(config_.rms_norm_eps), h);
-  be.linear(h, T, gate, gate_ws);
-  be.linear(h, T, up, up_ws);
-  be.swiglu(gate_ws, up_ws, gate_ws, T * config_.intermediate_size);
-  be.linear(gate_ws, T, down, h);
-  be.add(x, h, T * config_.hidden_size);
+  const Weight* w[] = {&gate, &up};
+  float* out[] = {gate_ws, up_ws};
+  backend_->norm_linear(x, T, norm, float(config_.rms_norm_eps), h, w, out);
+  backend_->swiglu_down_add(gate_ws, up_ws, T, down, x, h);
 }
 
 void Model::gather_step(std::span<const SeqStep> steps, std::vector<int32_t>& ids,

@@ -1,15 +1,223 @@
-// CudaBackend's core ops and dense KV storage; see cuda_backend_impl.h.
+// CudaBackend's core ops and dense KV storage; see cuda_backend_impl.h: memmove copies, embedding
+// through pinned staging, attention dispatch (split-K decode, flash prefill, generic), the fused
+// engine-path ops, bf16 KV stores.
 #include "backend/cuda/cuda_backend_impl.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "backend/cuda/prefill_attention.h"
 
 namespace tq {
 
+void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0 || dst == src) return;
+  const auto d = reinterpret_cast<uintptr_t>(dst), s = reinterpret_cast<uintptr_t>(src);
+  if (d + bytes <= s || s + bytes <= d) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+    return;
+  }
+  // Overlapping ranges (the rotating cache's shift): cudaMemcpy does not define them, so stage.
+  ensure(copy_tmp_, copy_tmp_cap_, bytes);
+  CUDA_CHECK(cudaMemcpyAsync(copy_tmp_, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  CUDA_CHECK(cudaMemcpyAsync(dst, copy_tmp_, bytes, cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaBackend::embedding(std::span<const int32_t> ids, const Weight& table, float* out) {
+  TQ_CHECK(table.dtype == DType::BF16);
+  const int64_t T = int64_t(ids.size());
+  const size_t bytes = size_t(T) * sizeof(int32_t);
+  if (T <= 0) return;
+  // The ids are caller memory: stage them in pinned memory (no stream sync), reused once the
+  // previous upload from it has run.
+  if (!ids_event_) CUDA_CHECK(cudaEventCreateWithFlags(&ids_event_, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventSynchronize(ids_event_));
+  if (bytes > ids_pinned_cap_) {
+    if (ids_pinned_) CUDA_CHECK(cudaFreeHost(ids_pinned_));
+    ids_pinned_cap_ = std::max<size_t>(bytes, 2 * ids_pinned_cap_);
+    CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&ids_pinned_), ids_pinned_cap_));
+  }
+  std::memcpy(ids_pinned_, ids.data(), bytes);
+  ensure(ids_dev_, ids_cap_, bytes);
+  CUDA_CHECK(cudaMemcpyAsync(ids_dev_, ids_pinned_, bytes, cudaMemcpyHostToDevice, stream_));
+  CUDA_CHECK(cudaEventRecord(ids_event_, stream_));
+  cuda::launch_embedding(static_cast<const int32_t*>(ids_dev_), T, table.buf.data(), table.cols,
+                         out, stream_);
+}
+
+const float* CudaBackend::inv_freq_dev(std::span<const float> inv_freq) {
+  if (inv_freq_host_.size() != inv_freq.size() ||
+      std::memcmp(inv_freq_host_.data(), inv_freq.data(), inv_freq.size_bytes()) != 0) {
+    inv_freq_host_.assign(inv_freq.begin(), inv_freq.end());
+    ensure(inv_freq_dev_, inv_freq_cap_, inv_freq.size_bytes());
+    upload(inv_freq_dev_, inv_freq.data(), inv_freq.size_bytes());
+  }
+  return static_cast<const float*>(inv_freq_dev_);
+}
+
+void CudaBackend::attention(const AttentionArgs& a) {
+  if (a.T <= 0) return;
+  if (a.kv_dtype != DType::F32 && a.kv_dtype != DType::BF16)
+    fail("CUDA attention: {} K/V is not supported", dtype_name(a.kv_dtype));
+  TQ_CHECK(a.head_dim > 0 && a.kv_head_stride % a.head_dim == 0);
+  cuda::AttnShape s;
+  s.n_query = a.T;
+  s.n_head = a.n_head;
+  s.n_head_kv = a.n_head_kv;
+  s.head_dim = a.head_dim;
+  s.max_len = a.L;
+  s.format = a.kv_dtype == DType::F32 ? cuda::KvFormat::F32 : cuda::KvFormat::BF16;
+  // Split-K decode masks nothing: the query must see every key (the dense cache's decode, and
+  // the rotating cache's, whose held slots all lie inside the window).
+  s.all_keys_visible = a.L > 0 && a.k_pos0 + a.L - 1 <= a.q_pos0 &&
+                       (a.window == 0 || a.q_pos0 - a.k_pos0 < a.window);
+  const cuda::AttnPlan plan = cuda::choose_attention(info_, s);
+  const int64_t head_stride = a.kv_head_stride / a.head_dim;  // tokens between kv heads
+  switch (plan.kernel) {
+    case cuda::AttnKernel::DecodeSplitK: {
+      // Lengths come from the iota table (lens = iota + L): nothing is uploaded per token.
+      const size_t need = size_t(a.L + 1) * sizeof(int32_t);
+      if (need > iota_cap_) {
+        ensure(iota_dev_, iota_cap_, std::max<size_t>(need, size_t(1) << 18));
+        cuda::launch_iota(static_cast<int32_t*>(iota_dev_), int64_t(iota_cap_ / 4), stream_);
+      }
+      ensure(dec_ws_, dec_ws_cap_,
+             cuda::decode_attention_workspace(plan, 1, int(a.n_head), int(a.head_dim)));
+      cuda::DecodeAttnArgs d;
+      d.q = a.q;
+      d.out = a.out;
+      d.format = cuda::KvFormat::BF16;
+      d.k = a.k;
+      d.v = a.v;
+      d.head_stride = head_stride;
+      d.seq_stride = head_stride * a.n_head_kv;
+      d.lens = static_cast<const int32_t*>(iota_dev_) + a.L;
+      d.batch = 1;
+      d.n_head = int(a.n_head);
+      d.n_head_kv = int(a.n_head_kv);
+      d.head_dim = int(a.head_dim);
+      d.scale = a.scale;
+      d.workspace = static_cast<float*>(dec_ws_);
+      cuda::decode_attention(d, plan, stream_);
+      return;
+    }
+    case cuda::AttnKernel::PrefillFlash: {
+      cuda::PrefillAttnArgs p;
+      p.q = a.q;
+      p.out = a.out;
+      p.format = cuda::KvFormat::BF16;
+      p.k = a.k;
+      p.v = a.v;
+      p.head_stride = head_stride;
+      p.T = a.T;
+      p.L = a.L;
+      p.n_head = int(a.n_head);
+      p.n_head_kv = int(a.n_head_kv);
+      p.head_dim = int(a.head_dim);
+      p.q_pos0 = a.q_pos0;
+      p.k_pos0 = a.k_pos0;
+      p.window = a.window;
+      p.causal = true;
+      p.scale = a.scale;
+      cuda::prefill_attention(p, stream_);
+      return;
+    }
+    case cuda::AttnKernel::Generic: {
+      const cuda::GenericAttnArgs g{a.q, a.k, a.v, a.out, a.T, a.L, a.n_head, a.n_head_kv,
+                                    a.head_dim, a.kv_head_stride, a.q_pos0, a.k_pos0, a.window,
+                                    a.scale, a.kv_dtype == DType::BF16};
+      cuda::launch_generic_attention(g, stream_);
+      return;
+    }
+    default:
+      fail("CUDA attention: no kernel for {} heads x {} (kv {}), head_dim {}, {} queries",
+           a.n_head, a.n_head_kv, dtype_name(a.kv_dtype), a.head_dim, a.T);
+  }
+}
+
+void CudaBackend::norm_linear(const float* x, int64_t T, const Weight& norm, float eps, float* h,
+                              std::span<const Weight* const> w, std::span<float* const> out,
+                              std::span<const Weight* const> bias) {
+  TQ_CHECK(norm.dtype == DType::F32 && w.size() == out.size());
+  TQ_CHECK(bias.empty() || bias.size() == w.size());
+  if (T <= 0) return;
+  const int64_t n = norm.cols;
+  if (T == 1 && cuda::gemv_supported(h, n)) {  // decode: one GEMV launch reads f32 h directly
+    cuda::launch_rms_norm(x, 1, n, norm.buf.f32(), eps, h, stream_);
+    for (size_t i0 = 0; i0 < w.size(); i0 += cuda::kMaxGemvParts) {
+      cuda::GemvPart parts[cuda::kMaxGemvParts];
+      const size_t np = std::min<size_t>(cuda::kMaxGemvParts, w.size() - i0);
+      for (size_t j = 0; j < np; ++j) {
+        const Weight& wi = *w[i0 + j];
+        const Weight* b = bias.empty() ? nullptr : bias[i0 + j];
+        TQ_CHECK(wi.dtype == DType::BF16 && wi.cols == n);
+        parts[j] = {wi.buf.data(), out[i0 + j], b ? b->buf.f32() : nullptr, wi.rows};
+      }
+      cuda::launch_gemv({parts, np}, h, n, false, stream_);
+    }
+    return;
+  }
+  ensure(act_bf16_, act_cap_, size_t(T * n) * 2);
+  // One pass writes the normed rows in f32 (h) and as the GEMMs' shared bf16 input.
+  cuda::launch_rms_norm_bf16(x, T, n, norm.buf.f32(), eps, h, act_bf16_, stream_);
+  for (size_t i = 0; i < w.size(); ++i) {
+    TQ_CHECK(w[i]->dtype == DType::BF16 && w[i]->cols == n);
+    gemm(act_bf16_, T, *w[i], out[i]);
+    if (!bias.empty() && bias[i])
+      cuda::launch_bias(out[i], bias[i]->buf.f32(), T, w[i]->rows, stream_);
+  }
+}
+
+void CudaBackend::linear_add(const float* in, int64_t T, const Weight& w, float* x,
+                             float* scratch) {
+  TQ_CHECK(w.dtype == DType::BF16);
+  if (T <= 0) return;
+  if (T == 1 && cuda::gemv_supported(in, w.cols)) {  // x += w . in inside the GEMV
+    const cuda::GemvPart part{w.buf.data(), x, nullptr, w.rows};
+    return cuda::launch_gemv({&part, 1}, in, w.cols, true, stream_);
+  }
+  ensure(act_bf16_, act_cap_, size_t(T * w.cols) * 2);
+  cuda::launch_to_bf16(in, act_bf16_, T * w.cols, stream_);
+  gemm(act_bf16_, T, w, x, /*accumulate=*/true);  // x = x + in . w^T in the GEMM (beta = 1)
+}
+
+void CudaBackend::swiglu_down_add(float* gate, const float* up, int64_t T, const Weight& down,
+                                  float* x, float* scratch) {
+  TQ_CHECK(down.dtype == DType::BF16);
+  if (T <= 0) return;
+  if (T == 1 && cuda::gemv_supported(gate, down.cols)) {
+    cuda::launch_swiglu(gate, up, gate, down.cols, stream_);
+    const cuda::GemvPart part{down.buf.data(), x, nullptr, down.rows};
+    return cuda::launch_gemv({&part, 1}, gate, down.cols, true, stream_);
+  }
+  ensure(act_bf16_, act_cap_, size_t(T * down.cols) * 2);
+  cuda::launch_swiglu_bf16(gate, up, act_bf16_, T * down.cols, stream_);
+  gemm(act_bf16_, T, down, x, /*accumulate=*/true);
+}
+
+void CudaBackend::qk_norm_rope(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,
+                               int64_t head_dim, const Weight* q_norm, const Weight* k_norm,
+                               float eps, int64_t pos0, std::span<const float> inv_freq) {
+  TQ_CHECK(int64_t(inv_freq.size()) == head_dim / 2);
+  for (const Weight* w : {q_norm, k_norm})
+    TQ_CHECK(!w || (w->dtype == DType::F32 && w->cols == head_dim));
+  cuda::launch_qk_norm_rope(q, k, T, n_head, n_head_kv, head_dim,
+                            q_norm ? q_norm->buf.f32() : nullptr,
+                            k_norm ? k_norm->buf.f32() : nullptr, eps, pos0,
+                            inv_freq_dev(inv_freq), stream_);
+}
+
 void CudaBackend::kv_write(const KvStore& dst, int64_t at, const float* k, const float* v,
                            int64_t T) {
-  fail("CUDA kv_write: not implemented yet");
+  if (dst.dtype != DType::BF16) return Backend::kv_write(dst, at, k, v, T);  // f32: copies
+  TQ_CHECK(at >= 0 && T >= 0 && at + T <= dst.cap);
+  cuda::launch_kv_write(k, v, dst.k, dst.v, at, T, dst.n_head_kv, dst.head_dim, dst.cap, stream_);
 }
 
 void CudaBackend::kv_read(const KvStore& src, int64_t at, int64_t T, float* k, float* v) {
-  fail("CUDA kv_read: not implemented yet");
+  if (src.dtype != DType::BF16) return Backend::kv_read(src, at, T, k, v);
+  TQ_CHECK(at >= 0 && T >= 0 && at + T <= src.cap);
+  cuda::launch_kv_read(src.k, src.v, k, v, at, T, src.n_head_kv, src.head_dim, src.cap, stream_);
 }
 
 std::unique_ptr<Backend> make_cuda_backend(int device) {

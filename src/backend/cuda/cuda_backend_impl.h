@@ -49,6 +49,9 @@ class CudaBackend final : public Backend {
     if (act_bf16_) cudaFree(act_bf16_);
     if (ids_dev_) cudaFree(ids_dev_);
     if (inv_freq_dev_) cudaFree(inv_freq_dev_);
+    for (void* p : {iota_dev_, dec_ws_, copy_tmp_}) if (p) cudaFree(p);
+    if (ids_pinned_) cudaFreeHost(ids_pinned_);
+    if (ids_event_) cudaEventDestroy(ids_event_);
     cudaFree(lt_ws_);
     cublasLtDestroy(lt_);
     cudaStreamDestroy(stream_);
@@ -75,9 +78,7 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
-  void copy(void* dst, const void* src, size_t bytes) override {
-    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
-  }
+  void copy(void* dst, const void* src, size_t bytes) override;  // memmove (cuda_backend.cpp)
   size_t allocated_bytes() const override { return allocated_.load(); }
   MemoryCapacity memory_capacity() const override { return cuda_memory_capacity(device_); }
 
@@ -102,16 +103,7 @@ class CudaBackend final : public Backend {
     return w;
   }
 
-  void embedding(std::span<const int32_t> ids, const Weight& table, float* out) override {
-    TQ_CHECK(table.dtype == DType::BF16);
-    const int64_t T = int64_t(ids.size());
-    ensure(ids_dev_, ids_cap_, size_t(T) * sizeof(int32_t));
-    CUDA_CHECK(cudaMemcpyAsync(ids_dev_, ids.data(), size_t(T) * sizeof(int32_t),
-                               cudaMemcpyHostToDevice, stream_));
-    cuda::launch_embedding(static_cast<const int32_t*>(ids_dev_), T, table.buf.data(), table.cols,
-                           out, stream_);
-    CUDA_CHECK(cudaStreamSynchronize(stream_));  // ids live in caller memory
-  }
+  void embedding(std::span<const int32_t> ids, const Weight& table, float* out) override;
   void rms_norm(const float* x, int64_t rows, const Weight& w, float eps, float* out) override {
     TQ_CHECK(w.dtype == DType::F32);
     cuda::launch_rms_norm(x, rows, w.cols, w.buf.f32(), eps, out, stream_);
@@ -119,6 +111,11 @@ class CudaBackend final : public Backend {
   void linear(const float* x, int64_t T, const Weight& w, float* out, const Weight* bias) override {
     TQ_CHECK(w.dtype == DType::BF16);
     if (T <= 0) return;
+    if (T == 1 && cuda::gemv_supported(x, w.cols)) {  // decode: stream the weights once
+      const cuda::GemvPart part{w.buf.data(), out, bias ? bias->buf.f32() : nullptr, w.rows};
+      cuda::launch_gemv({&part, 1}, x, w.cols, false, stream_);
+      return;
+    }
     ensure(act_bf16_, act_cap_, size_t(T * w.cols) * 2);
     cuda::launch_to_bf16(x, act_bf16_, T * w.cols, stream_);
     gemm(act_bf16_, T, w, out);
@@ -127,37 +124,24 @@ class CudaBackend final : public Backend {
   void rope(float* x, int64_t T, int64_t n_head, int64_t head_dim, int64_t pos0,
             std::span<const float> inv_freq) override {
     TQ_CHECK(int64_t(inv_freq.size()) == head_dim / 2);
-    if (inv_freq_host_.size() != inv_freq.size() ||
-        std::memcmp(inv_freq_host_.data(), inv_freq.data(), inv_freq.size_bytes()) != 0) {
-      inv_freq_host_.assign(inv_freq.begin(), inv_freq.end());
-      ensure(inv_freq_dev_, inv_freq_cap_, inv_freq.size_bytes());
-      upload(inv_freq_dev_, inv_freq.data(), inv_freq.size_bytes());
-    }
-    cuda::launch_rope(x, T, n_head, head_dim, pos0, static_cast<const float*>(inv_freq_dev_),
-                      stream_);
+    cuda::launch_rope(x, T, n_head, head_dim, pos0, inv_freq_dev(inv_freq), stream_);
   }
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override {
     cuda::launch_swiglu(gate, up, out, n, stream_);
   }
   void add(float* x, const float* y, int64_t n) override { cuda::launch_add(x, y, n, stream_); }
-  void attention(const AttentionArgs& a) override {
-    cuda::AttnShape s;
-    s.n_query = a.T;
-    s.n_head = a.n_head;
-    s.n_head_kv = a.n_head_kv;
-    s.head_dim = a.head_dim;
-    s.max_len = a.L;
-    s.format = cuda::KvFormat::F32;
-    if (a.kv_dtype != DType::F32) fail("CUDA attention: {} K/V is not wired yet", dtype_name(a.kv_dtype));
-    const cuda::AttnPlan plan = cuda::choose_attention(info_, s);
-    if (plan.kernel != cuda::AttnKernel::Generic)
-      fail("CUDA attention: no kernel for this shape ({})", cuda::attn_kernel_name(plan.kernel));
-    const cuda::GenericAttnArgs g{a.q, static_cast<const float*>(a.k),
-                                  static_cast<const float*>(a.v), a.out, a.T, a.L, a.n_head, a.n_head_kv,
-                                  a.head_dim, a.kv_head_stride, a.q_pos0, a.k_pos0, a.window,
-                                  a.scale};
-    cuda::launch_generic_attention(g, stream_);
-  }
+  void attention(const AttentionArgs& a) override;  // cuda_backend.cpp
+
+  // Fused engine-path ops (cuda_backend.cpp).
+  void norm_linear(const float* x, int64_t T, const Weight& norm, float eps, float* h,
+                   std::span<const Weight* const> w, std::span<float* const> out,
+                   std::span<const Weight* const> bias) override;
+  void linear_add(const float* in, int64_t T, const Weight& w, float* x, float* scratch) override;
+  void swiglu_down_add(float* gate, const float* up, int64_t T, const Weight& down, float* x,
+                       float* scratch) override;
+  void qk_norm_rope(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,
+                    int64_t head_dim, const Weight* q_norm, const Weight* k_norm, float eps,
+                    int64_t pos0, std::span<const float> inv_freq) override;
 
   // Dense KV storage (cuda_backend.cpp).
   DType kv_dtype() const override { return DType::BF16; }
@@ -195,9 +179,9 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaMalloc(&p, cap));
   }
 
-  // out[T, N] (row-major f32) = x[T, K] . W[N, K]^T: column-major, that is
-  // out^T (N x T) = op_T(W as K x N) . (x^T as K x T).
-  void gemm(const void* x_bf16, int64_t T, const Weight& w, float* out) {
+  // out[T, N] (row-major f32) = x[T, K] . W[N, K]^T (+ out when accumulate): column-major, that
+  // is out^T (N x T) = op_T(W as K x N) . (x^T as K x T).
+  void gemm(const void* x_bf16, int64_t T, const Weight& w, float* out, bool accumulate = false) {
     const int64_t N = w.rows, K = w.cols;
     auto key = std::make_tuple(T, N, K);
     auto it = plans_.find(key);
@@ -225,7 +209,7 @@ class CudaBackend final : public Backend {
       it = plans_.emplace(key, p).first;
     }
     const GemmPlan& p = it->second;
-    const float alpha = 1.0f, beta = 0.0f;
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     CUBLAS_CHECK(cublasLtMatmul(lt_, p.op, &alpha, w.buf.data(), p.a, x_bf16, p.b, &beta, out,
                                 p.c, out, p.c, &p.algo, lt_ws_, kLtWorkspace, stream_));
   }
@@ -244,6 +228,20 @@ class CudaBackend final : public Backend {
   void* inv_freq_dev_ = nullptr;
   size_t inv_freq_cap_ = 0;
   std::vector<float> inv_freq_host_;
+  // The device copy of RoPE's inv_freq, uploaded when it changes (once per model).
+  const float* inv_freq_dev(std::span<const float> inv_freq);
+  // Engine-path buffers (cuda_backend.cpp), grown rarely, never per token: pinned staging of
+  // embedding ids (reused once the event says the last upload from it finished); iota table
+  // (split-K decode reads a length L as lens = iota + L); split-K workspace; memmove staging.
+  int32_t* ids_pinned_ = nullptr;
+  size_t ids_pinned_cap_ = 0;
+  cudaEvent_t ids_event_ = nullptr;
+  void* iota_dev_ = nullptr;
+  size_t iota_cap_ = 0;
+  void* dec_ws_ = nullptr;
+  size_t dec_ws_cap_ = 0;
+  void* copy_tmp_ = nullptr;
+  size_t copy_tmp_cap_ = 0;
 
   // TurboQuant caches on the device (cuda_backend_tq.cpp): device codecs by codec config, the
   // decode kernel's length words and workspace, prefill scratch. Grown on demand (never per

@@ -9,6 +9,7 @@ const char* attn_kernel_name(AttnKernel k) {
   switch (k) {
     case AttnKernel::Generic: return "generic";
     case AttnKernel::DecodeSplitK: return "decode_splitk";
+    case AttnKernel::PrefillFlash: return "prefill_flash";
     case AttnKernel::Unsupported: return "unsupported";
   }
   return "?";
@@ -25,7 +26,13 @@ AttnPlan choose_attention(const DeviceInfo& dev, const AttnShape& s) {
       p.kernel = AttnKernel::Generic;
       return p;
     case KvFormat::BF16:
-      if (!d_ok || !mma_ok || s.n_query != 1) return p;
+      // The generic kernel reads bf16 too: it takes what the tensor-core kernels cannot.
+      if (!d_ok) return p;
+      p.kernel = !mma_ok                                   ? AttnKernel::Generic
+                 : s.n_query > 1                           ? AttnKernel::PrefillFlash
+                 : s.n_query == 1 && s.all_keys_visible    ? AttnKernel::DecodeSplitK
+                                                           : AttnKernel::Generic;
+      if (p.kernel != AttnKernel::DecodeSplitK) return p;
       break;
     case KvFormat::TurboQuant:
       // The fused kernel decodes 4-bit codes with a byte -> half2 table and undoes a Hadamard.

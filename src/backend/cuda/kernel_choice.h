@@ -16,6 +16,7 @@ enum class KvFormat : uint8_t { F32, BF16, TurboQuant };
 enum class AttnKernel : uint8_t {
   Generic,       // any shape, f32 K/V: one block per (query, head), online softmax (reference path)
   DecodeSplitK,  // one query per sequence, tensor-core split-K over the context (bf16 or TQ K/V)
+  PrefillFlash,  // several queries, flash-attention tiles (bf16 K/V; prefill_attention.h)
   Unsupported,   // no device kernel for this shape/format
 };
 const char* attn_kernel_name(AttnKernel k);
@@ -30,6 +31,8 @@ struct AttnShape {
   bool hadamard = true;        // TurboQuant rotation is the randomized Hadamard
   bool fp16_scale = true;      // TurboQuant scale stored as fp16
   bool exact_tail = false;     // TurboQuant: an exact tail split runs beside the others
+  bool all_keys_visible = true;  // every key is visible to every query (decode without a
+                                 // window cut); split-K decode has no causal or window mask
 };
 
 struct AttnPlan {

@@ -88,9 +88,14 @@ __global__ void to_bf16_kernel(const float* x, __nv_bfloat16* y, int64_t n) {
 
 // Generic attention (f32 K/V, any T, causal + window, GQA): one block of 4 warps per
 // (query, head); warps take keys in turn, one warp-wide dot product per key, online softmax,
-// then the warps' partial states merge in shared memory. The model's reference path.
+// then the warps' partial states merge in shared memory. The model's reference path; KV is the
+// element type E (float or __nv_bfloat16).
 constexpr int kGenWarps = 4;
-template <int PER>  // head_dim / 32 floats per lane
+__device__ __forceinline__ float kv_elem(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float kv_elem(const __nv_bfloat16* p, int64_t i) {
+  return __bfloat162float(p[i]);
+}
+template <int PER, typename E>  // head_dim / 32 floats per lane
 __global__ void __launch_bounds__(kGenWarps * 32) generic_attention_kernel(const GenericAttnArgs a) {
   __shared__ float s_acc[kGenWarps][PER * 32];
   __shared__ float s_ml[kGenWarps][2];
@@ -106,19 +111,19 @@ __global__ void __launch_bounds__(kGenWarps * 32) generic_attention_kernel(const
 #pragma unroll
   for (int i = 0; i < PER; ++i) q[i] = qv[lane * PER + i] * a.scale, acc[i] = 0.0f;
   float m = -INFINITY, l = 0.0f;
-  const float* K = a.k + hk * a.kv_head_stride;
-  const float* V = a.v + hk * a.kv_head_stride;
+  const E* K = static_cast<const E*>(a.k) + hk * a.kv_head_stride;
+  const E* V = static_cast<const E*>(a.v) + hk * a.kv_head_stride;
   for (int64_t j = j0 + warp; j < j1; j += kGenWarps) {
     float s = 0.0f;
 #pragma unroll
-    for (int i = 0; i < PER; ++i) s += q[i] * K[j * d + lane * PER + i];
+    for (int i = 0; i < PER; ++i) s += q[i] * kv_elem(K, j * d + lane * PER + i);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     const float mn = fmaxf(m, s);
     const float corr = expf(m - mn), p = expf(s - mn);
     l = l * corr + p;
 #pragma unroll
-    for (int i = 0; i < PER; ++i) acc[i] = acc[i] * corr + p * V[j * d + lane * PER + i];
+    for (int i = 0; i < PER; ++i) acc[i] = acc[i] * corr + p * kv_elem(V, j * d + lane * PER + i);
     m = mn;
   }
 #pragma unroll
@@ -195,10 +200,14 @@ void launch_generic_attention(const GenericAttnArgs& a, Stream stream) {
   cudaStream_t st = as_stream(stream);
   if (a.T <= 0) return;
   dim3 grid(unsigned(a.T), unsigned(a.n_head));
-  switch (a.head_dim) {
-    case 64: generic_attention_kernel<2><<<grid, kGenWarps * 32, 0, st>>>(a); break;
-    case 128: generic_attention_kernel<4><<<grid, kGenWarps * 32, 0, st>>>(a); break;
-    case 256: generic_attention_kernel<8><<<grid, kGenWarps * 32, 0, st>>>(a); break;
+  using B = __nv_bfloat16;
+  switch (a.head_dim * 2 + (a.kv_bf16 ? 1 : 0)) {
+    case 128: generic_attention_kernel<2, float><<<grid, kGenWarps * 32, 0, st>>>(a); break;
+    case 129: generic_attention_kernel<2, B><<<grid, kGenWarps * 32, 0, st>>>(a); break;
+    case 256: generic_attention_kernel<4, float><<<grid, kGenWarps * 32, 0, st>>>(a); break;
+    case 257: generic_attention_kernel<4, B><<<grid, kGenWarps * 32, 0, st>>>(a); break;
+    case 512: generic_attention_kernel<8, float><<<grid, kGenWarps * 32, 0, st>>>(a); break;
+    case 513: generic_attention_kernel<8, B><<<grid, kGenWarps * 32, 0, st>>>(a); break;
     default: raise("CUDA attention: head_dim " + std::to_string(a.head_dim) + " is not supported");
   }
   check_last_launch("generic_attention");

@@ -3,19 +3,22 @@
 // include it without CUDA or fmt reaching nvcc.
 #pragma once
 #include <cstdint>
+#include <span>
 
 namespace tq::cuda {
 
 using Stream = void*;  // a cudaStream_t
 
 // Backend's AttentionArgs, field for field (backend.h carries fmt, which nvcc cannot compile).
+// k, v are f32, or bf16 when kv_bf16.
 struct GenericAttnArgs {
   const float* q;
-  const float* k;
-  const float* v;
+  const void* k;
+  const void* v;
   float* out;
   int64_t T, L, n_head, n_head_kv, head_dim, kv_head_stride, q_pos0, k_pos0, window;
   float scale;
+  bool kv_bf16;
 };
 
 void launch_embedding(const int32_t* ids, int64_t T, const void* table_bf16, int64_t cols,
@@ -29,5 +32,38 @@ void launch_add(float* x, const float* y, int64_t n, Stream st);
 void launch_bias(float* x, const float* b, int64_t rows, int64_t cols, Stream st);
 void launch_to_bf16(const float* x, void* y_bf16, int64_t n, Stream st);
 void launch_generic_attention(const GenericAttnArgs& a, Stream st);
+
+// gemv_kernels.cu: for each part, out[rows] = W[rows, K] . x (+ bias[rows]) (+ out when
+// accumulate), W bf16, x f32 [K]; one launch for up to kMaxGemvParts weights. For K % 8 == 0
+// and x 16-byte aligned (gemv_supported).
+constexpr int kMaxGemvParts = 3;
+struct GemvPart {
+  const void* w_bf16;
+  float* out;
+  const float* bias;  // null: none
+  int64_t rows;
+};
+bool gemv_supported(const float* x, int64_t K);
+void launch_gemv(std::span<const GemvPart> parts, const float* x, int64_t K, bool accumulate,
+                 Stream st);
+
+// fused_kernels.cu. Dense KV: new rows k, v [T, n_head_kv, head_dim] f32 <-> bf16 stores
+// [n_head_kv][cap][head_dim] at slots [at, at + T).
+void launch_kv_write(const float* k, const float* v, void* dk, void* dv, int64_t at, int64_t T,
+                     int64_t n_head_kv, int64_t head_dim, int64_t cap, Stream st);
+void launch_kv_read(const void* sk, const void* sv, float* k, float* v, int64_t at, int64_t T,
+                    int64_t n_head_kv, int64_t head_dim, int64_t cap, Stream st);
+// p[i] = i for i < n (split-K decode reads a sequence's length L as lens = p + L).
+void launch_iota(int32_t* p, int64_t n, Stream st);
+// RMSNorm (as launch_rms_norm) that also writes its output as bf16 [rows, n].
+void launch_rms_norm_bf16(const float* x, int64_t rows, int64_t n, const float* w, float eps,
+                          float* out, void* out_bf16, Stream st);
+// out_bf16[i] = bf16(silu(gate[i]) * up[i]).
+void launch_swiglu_bf16(const float* gate, const float* up, void* out_bf16, int64_t n, Stream st);
+// Per-head RMSNorm of q [T, n_head, d] and k [T, n_head_kv, d] (weights q_w, k_w [d]; null: no
+// norm) then RoPE at positions pos0 + t, in place.
+void launch_qk_norm_rope(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,
+                         int64_t head_dim, const float* q_w, const float* k_w, float eps,
+                         int64_t pos0, const float* inv_freq, Stream st);
 
 }  // namespace tq::cuda

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "common/fixtures.h"
 #include "common/reference_cases.h"
@@ -100,6 +101,40 @@ TEST_P(CudaModelGolden, GreedyContinuationsMatchTransformers) {
     matched += got == want;
     ++cases;
     EXPECT_EQ(got, want) << name;
+  }
+  ASSERT_GT(cases, 0);
+}
+
+// The same greedy decode on the CPU engine (f32 everywhere): the GPU's bf16 path must pick the
+// same tokens for the reference prompts, with a longer continuation than transformers' so that
+// decode runs well past the prompt.
+TEST_P(CudaModelGolden, GreedyTokensEqualTheCpuEngine) {
+  const int64_t V = model_->config().vocab_size;
+  auto cpu = make_cpu_backend();
+  auto cpu_model = Model::load(*model_dir(GetParam()), *cpu);
+  auto greedy = [&](Model& m, const std::vector<int32_t>& prompt, size_t n) {
+    KvCache cache = m.new_cache();
+    std::vector<float> logits(static_cast<size_t>(V));
+    m.forward(prompt, cache, LogitsMode::Last, logits.data());
+    std::vector<int32_t> got;
+    while (got.size() < n) {
+      got.push_back(argmax(logits.data(), V));
+      m.forward(std::span(got).last(1), cache, LogitsMode::Last, logits.data());
+    }
+    return got;
+  };
+  int cases = 0;
+  for (const auto& name : ref_->case_names("greedy")) {
+    auto prompt = ref_->ints(name + ".ids");
+    const size_t n = ref_->ints(name + ".out").size() + 16;
+    auto want = greedy(*cpu_model, prompt, n);
+    auto got = greedy(*model_, prompt, n);
+    size_t same = 0;
+    while (same < got.size() && got[same] == want[same]) ++same;
+    std::printf("[%s cuda vs cpu] %s: %zu of %zu greedy tokens before the first difference\n",
+                GetParam().c_str(), name.c_str(), same, n);
+    EXPECT_EQ(got, want) << name;
+    ++cases;
   }
   ASSERT_GT(cases, 0);
 }

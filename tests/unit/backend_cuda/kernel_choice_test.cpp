@@ -73,14 +73,35 @@ TEST(KernelChoice, UnsupportedShapesAndFormatsAreSaid) {
   s = decode(KvFormat::BF16, 1, 4096);
   s.head_dim = 96;
   EXPECT_EQ(choose_attention(h200(), s).kernel, AttnKernel::Unsupported);
-  s = decode(KvFormat::BF16, 1, 4096);
-  s.n_query = 16;  // prefill on bf16 K/V has no tensor-core kernel yet
+  s = decode(KvFormat::TurboQuant, 1, 4096);
+  s.n_query = 16;  // TurboQuant prefill goes through the cache's own path
   EXPECT_EQ(choose_attention(h200(), s).kernel, AttnKernel::Unsupported);
-  DeviceInfo old = h200();
-  old.sm_major = 7;
-  EXPECT_EQ(choose_attention(old, decode(KvFormat::BF16, 1, 4096)).kernel,
-            AttnKernel::Unsupported);
   EXPECT_STREQ(attn_kernel_name(AttnKernel::DecodeSplitK), "decode_splitk");
+}
+
+TEST(KernelChoice, Bf16PrefillUsesTheFlashKernel) {
+  for (int64_t T : {2, 16, 4096}) {
+    AttnShape s = decode(KvFormat::BF16, 1, 32768);
+    s.n_query = T;
+    EXPECT_EQ(choose_attention(h200(), s).kernel, AttnKernel::PrefillFlash) << T;
+  }
+  AttnShape s = decode(KvFormat::BF16, 1, 4096);
+  s.n_query = 16;
+  s.head_dim = 96;
+  EXPECT_EQ(choose_attention(h200(), s).kernel, AttnKernel::Unsupported);
+  EXPECT_STREQ(attn_kernel_name(AttnKernel::PrefillFlash), "prefill_flash");
+}
+
+TEST(KernelChoice, Bf16ShapesTheFastKernelsCannotTakeGoGeneric) {
+  AttnShape s = decode(KvFormat::BF16, 1, 4096);
+  s.all_keys_visible = false;  // a sliding window hides the oldest keys from the query
+  EXPECT_EQ(choose_attention(h200(), s).kernel, AttnKernel::Generic);
+  DeviceInfo old = h200();
+  old.sm_major = 7;  // no bf16 mma.sync
+  EXPECT_EQ(choose_attention(old, decode(KvFormat::BF16, 1, 4096)).kernel, AttnKernel::Generic);
+  s = decode(KvFormat::BF16, 1, 4096);
+  s.n_query = 64;
+  EXPECT_EQ(choose_attention(old, s).kernel, AttnKernel::Generic);
 }
 
 }  // namespace

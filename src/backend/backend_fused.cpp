@@ -1,0 +1,38 @@
+// Backend's fused engine-path ops, composed from the basic ops (backends without their own
+// versions, e.g. the CPU backend, get exactly the results of the separate calls).
+#include "backend/backend.h"
+
+namespace tq {
+
+void Backend::norm_linear(const float* x, int64_t T, const Weight& norm, float eps, float* h,
+                          std::span<const Weight* const> w, std::span<float* const> out,
+                          std::span<const Weight* const> bias) {
+  if (w.size() != out.size() || (!bias.empty() && bias.size() != w.size()))
+    fail("norm_linear: {} weights, {} outputs, {} biases", w.size(), out.size(), bias.size());
+  rms_norm(x, T, norm, eps, h);
+  for (size_t i = 0; i < w.size(); ++i)
+    linear(h, T, *w[i], out[i], bias.empty() ? nullptr : bias[i]);
+}
+
+void Backend::linear_add(const float* in, int64_t T, const Weight& w, float* x, float* scratch) {
+  linear(in, T, w, scratch);
+  add(x, scratch, T * w.rows);
+}
+
+void Backend::swiglu_down_add(float* gate, const float* up, int64_t T, const Weight& down,
+                              float* x, float* scratch) {
+  swiglu(gate, up, gate, T * down.cols);
+  linear(gate, T, down, scratch);
+  add(x, scratch, T * down.rows);
+}
+
+void Backend::qk_norm_rope(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,
+                           int64_t head_dim, const Weight* q_norm, const Weight* k_norm, float eps,
+                           int64_t pos0, std::span<const float> inv_freq) {
+  if (q_norm) rms_norm(q, T * n_head, *q_norm, eps, q);
+  if (k_norm) rms_norm(k, T * n_head_kv, *k_norm, eps, k);
+  rope(q, T, n_head, head_dim, pos0, inv_freq);
+  rope(k, T, n_head_kv, head_dim, pos0, inv_freq);
+}
+
+}  // namespace tq

@@ -1,0 +1,176 @@
+// Dense KV storage and fused kernels of the CUDA backend's engine path: f32 rows <-> bf16
+// head-major KV stores, the iota table split-K decode reads its lengths from, RMSNorm that also
+// writes the bf16 GEMM input, SwiGLU writing bf16, and per-head q/k RMSNorm + RoPE in one pass.
+#include <cmath>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/ops_kernels.h"
+#include "backend/cuda/tq_cuda.h"
+
+namespace tq::cuda {
+namespace {
+
+inline unsigned blocks_for(int64_t n, int threads) {
+  return unsigned(std::min<int64_t>((n + threads - 1) / threads, 1 << 20));
+}
+
+// Element e of the T x n_head_kv x head_dim new rows (token-major) <-> slot at + t of head h.
+__global__ void kv_write_kernel(const float* k, const float* v, __nv_bfloat16* dk,
+                                __nv_bfloat16* dv, int64_t at, int64_t T, int64_t hk, int64_t d,
+                                int64_t cap) {
+  const int64_t n = T * hk * d;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = e % d, th = e / d, h = th % hk, t = th / hk;
+    const int64_t o = (h * cap + at + t) * d + i;
+    dk[o] = __float2bfloat16_rn(k[e]);
+    dv[o] = __float2bfloat16_rn(v[e]);
+  }
+}
+
+__global__ void kv_read_kernel(const __nv_bfloat16* sk, const __nv_bfloat16* sv, float* k,
+                               float* v, int64_t at, int64_t T, int64_t hk, int64_t d,
+                               int64_t cap) {
+  const int64_t n = T * hk * d;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = e % d, th = e / d, h = th % hk, t = th / hk;
+    const int64_t o = (h * cap + at + t) * d + i;
+    k[e] = __bfloat162float(sk[o]);
+    v[e] = __bfloat162float(sv[o]);
+  }
+}
+
+__global__ void iota_kernel(int32_t* p, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    p[i] = int32_t(i);
+}
+
+// Block-wide sum (blockDim.x a multiple of 32, <= 1024); every thread gets the total.
+__device__ float block_sum(float v) {
+  __shared__ float red[32];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float s = threadIdx.x < blockDim.x / 32 ? red[threadIdx.x] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (threadIdx.x == 0) red[0] = s;
+  }
+  __syncthreads();
+  const float total = red[0];
+  __syncthreads();  // red is reused by a later call
+  return total;
+}
+
+// One block per row: out = w * (x / rms(x)) in f32 and as bf16 (the next GEMM's input).
+__global__ void rms_norm_bf16_kernel(const float* x, int64_t n, const float* w, float eps,
+                                     float* out, __nv_bfloat16* out_bf16) {
+  const float* xr = x + int64_t(blockIdx.x) * n;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
+  const float inv = 1.0f / sqrtf(block_sum(ss) / float(n) + eps);
+  float* yr = out + int64_t(blockIdx.x) * n;
+  __nv_bfloat16* br = out_bf16 + int64_t(blockIdx.x) * n;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float y = w[i] * (xr[i] * inv);
+    yr[i] = y;
+    br[i] = __float2bfloat16_rn(y);
+  }
+}
+
+__global__ void swiglu_bf16_kernel(const float* gate, const float* up, __nv_bfloat16* out,
+                                   int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float g = gate[i];
+    out[i] = __float2bfloat16_rn(g / (1.0f + expf(-g)) * up[i]);
+  }
+}
+
+// One block per head row of q (rows [0, T * n_head)) then k: optional RMSNorm over the head
+// (weight w, as rms_norm_kernel) then rotate-half RoPE at position pos0 + t. Thread i < half
+// owns the pair (i, i + half).
+__global__ void qk_norm_rope_kernel(float* q, float* k, int64_t n_head, int64_t n_head_kv,
+                                    int64_t q_rows, int64_t d, const float* q_w, const float* k_w,
+                                    float eps, int64_t pos0, const float* inv_freq) {
+  const int64_t r = blockIdx.x;
+  const bool is_q = r < q_rows;
+  const int64_t t = is_q ? r / n_head : (r - q_rows) / n_head_kv;
+  float* x = is_q ? q + r * d : k + (r - q_rows) * d;
+  const float* w = is_q ? q_w : k_w;
+  const int64_t half = d / 2, i = threadIdx.x;
+  const bool live = i < half;
+  float x1 = live ? x[i] : 0.0f, x2 = live ? x[i + half] : 0.0f;
+  if (w) {
+    const float inv = 1.0f / sqrtf(block_sum(x1 * x1 + x2 * x2) / float(d) + eps);
+    if (live) x1 = w[i] * (x1 * inv), x2 = w[i + half] * (x2 * inv);
+  }
+  if (!live) return;
+  const float a = float(pos0 + t) * inv_freq[i];
+  float s, c;
+  sincosf(a, &s, &c);
+  x[i] = x1 * c - x2 * s;
+  x[i + half] = x2 * c + x1 * s;
+}
+
+}  // namespace
+
+void launch_kv_write(const float* k, const float* v, void* dk, void* dv, int64_t at, int64_t T,
+                     int64_t n_head_kv, int64_t head_dim, int64_t cap, Stream stream) {
+  const int64_t n = T * n_head_kv * head_dim;
+  if (n <= 0) return;
+  kv_write_kernel<<<blocks_for(n, 256), 256, 0, as_stream(stream)>>>(
+      k, v, static_cast<__nv_bfloat16*>(dk), static_cast<__nv_bfloat16*>(dv), at, T, n_head_kv,
+      head_dim, cap);
+  check_last_launch("kv_write");
+}
+
+void launch_kv_read(const void* sk, const void* sv, float* k, float* v, int64_t at, int64_t T,
+                    int64_t n_head_kv, int64_t head_dim, int64_t cap, Stream stream) {
+  const int64_t n = T * n_head_kv * head_dim;
+  if (n <= 0) return;
+  kv_read_kernel<<<blocks_for(n, 256), 256, 0, as_stream(stream)>>>(
+      static_cast<const __nv_bfloat16*>(sk), static_cast<const __nv_bfloat16*>(sv), k, v, at, T,
+      n_head_kv, head_dim, cap);
+  check_last_launch("kv_read");
+}
+
+void launch_iota(int32_t* p, int64_t n, Stream stream) {
+  if (n <= 0) return;
+  iota_kernel<<<blocks_for(n, 256), 256, 0, as_stream(stream)>>>(p, n);
+  check_last_launch("iota");
+}
+
+void launch_rms_norm_bf16(const float* x, int64_t rows, int64_t n, const float* w, float eps,
+                          float* out, void* out_bf16, Stream stream) {
+  if (rows <= 0) return;
+  const int threads = n >= 1024 ? 512 : (n >= 256 ? 128 : 32);
+  rms_norm_bf16_kernel<<<unsigned(rows), threads, 0, as_stream(stream)>>>(
+      x, n, w, eps, out, static_cast<__nv_bfloat16*>(out_bf16));
+  check_last_launch("rms_norm_bf16");
+}
+
+void launch_swiglu_bf16(const float* gate, const float* up, void* out_bf16, int64_t n,
+                        Stream stream) {
+  if (n <= 0) return;
+  swiglu_bf16_kernel<<<blocks_for(n, 256), 256, 0, as_stream(stream)>>>(
+      gate, up, static_cast<__nv_bfloat16*>(out_bf16), n);
+  check_last_launch("swiglu_bf16");
+}
+
+void launch_qk_norm_rope(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,
+                         int64_t head_dim, const float* q_w, const float* k_w, float eps,
+                         int64_t pos0, const float* inv_freq, Stream stream) {
+  const int64_t rows = T * (n_head + n_head_kv);
+  if (rows <= 0) return;
+  if (head_dim % 2 != 0 || head_dim > 2048)
+    raise("qk_norm_rope: head_dim " + std::to_string(head_dim) + " is not supported");
+  const int threads = int((head_dim / 2 + 31) / 32 * 32);
+  qk_norm_rope_kernel<<<unsigned(rows), threads, 0, as_stream(stream)>>>(
+      q, k, n_head, n_head_kv, T * n_head, head_dim, q_w, k_w, eps, pos0, inv_freq);
+  check_last_launch("qk_norm_rope");
+}
+
+}  // namespace tq::cuda

@@ -1,0 +1,126 @@
+// One-token linear layers of the CUDA backend (decode at batch 1): out[N] (=, or +=) W[N, K] . x
+// with bf16 weights streamed once at full bandwidth and f32 activations (no bf16 cast kernel);
+// up to kMaxGemvParts weights on the same x in one launch (q/k/v, gate/up).
+#include <algorithm>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/ops_kernels.h"
+#include "backend/cuda/tq_cuda.h"
+
+namespace tq::cuda {
+namespace {
+
+constexpr int kGemvWarps = 8;
+
+// The weights of one launch, their rows numbered one after another.
+struct GemvArgs {
+  const __nv_bfloat16* w[kMaxGemvParts];
+  float* out[kMaxGemvParts];
+  const float* bias[kMaxGemvParts];
+  int64_t row_end[kMaxGemvParts];  // exclusive end of each part's rows in the joint numbering
+  int n_part;
+};
+
+// Part of joint row r (r < row_end[n_part - 1]) and its row inside that part.
+__device__ __forceinline__ int part_of(const GemvArgs& a, int64_t r, int64_t& local) {
+  int p = 0;
+  while (p + 1 < a.n_part && r >= a.row_end[p]) ++p;
+  local = r - (p > 0 ? a.row_end[p - 1] : 0);
+  return p;
+}
+
+__device__ __forceinline__ float dot8(uint4 w, float4 a, float4 b) {
+  const float2 w0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.x));
+  const float2 w1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.y));
+  const float2 w2 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.z));
+  const float2 w3 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.w));
+  return w0.x * a.x + w0.y * a.y + w1.x * a.z + w1.y * a.w + w2.x * b.x + w2.y * b.y +
+         w3.x * b.z + w3.y * b.w;
+}
+
+// Block: kGemvWarps warps = kRows rows x (kGemvWarps / kRows) warps splitting each row's K.
+// Lanes read 16-byte chunks of 8 weights, four chunks in flight per lane.
+template <int kRows>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    gemv_kernel(const GemvArgs a, const float* __restrict__ x, int64_t K, bool accumulate) {
+  constexpr int kSplit = kGemvWarps / kRows;
+  __shared__ float red[kGemvWarps];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t N = a.row_end[a.n_part - 1];
+  const int64_t row = int64_t(blockIdx.x) * kRows + warp / kSplit;
+  const int part = warp % kSplit;
+  const int64_t n8 = K / 8;
+  const int64_t c0 = n8 * part / kSplit, c1 = n8 * (part + 1) / kSplit;
+  float acc = 0.0f;
+  if (row < N) {
+    int64_t local;
+    const int p = part_of(a, row, local);
+    const uint4* w = reinterpret_cast<const uint4*>(a.w[p] + local * K);
+    const float4* xv = reinterpret_cast<const float4*>(x);
+    int64_t c = c0 + lane;
+    for (; c + 96 < c1; c += 128) {
+      uint4 wv[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) wv[u] = __ldcs(w + c + 32 * u);
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        acc += dot8(wv[u], __ldg(xv + 2 * (c + 32 * u)), __ldg(xv + 2 * (c + 32 * u) + 1));
+    }
+    for (; c < c1; c += 32) acc += dot8(__ldcs(w + c), __ldg(xv + 2 * c), __ldg(xv + 2 * c + 1));
+  }
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  if (lane == 0) red[warp] = acc;
+  __syncthreads();
+  if (threadIdx.x < kRows) {
+    const int64_t r = int64_t(blockIdx.x) * kRows + threadIdx.x;
+    if (r < N) {
+      float s = 0.0f;
+#pragma unroll
+      for (int q = 0; q < kSplit; ++q) s += red[threadIdx.x * kSplit + q];
+      int64_t local;
+      const int p = part_of(a, r, local);
+      if (a.bias[p]) s += a.bias[p][local];
+      float* o = a.out[p] + local;
+      *o = accumulate ? *o + s : s;
+    }
+  }
+}
+
+}  // namespace
+
+bool gemv_supported(const float* x, int64_t K) {
+  return K % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+}
+
+void launch_gemv(std::span<const GemvPart> parts, const float* x, int64_t K, bool accumulate,
+                 Stream stream) {
+  if (parts.empty()) return;
+  if (parts.size() > size_t(kMaxGemvParts)) raise("gemv: too many weights in one launch");
+  if (!gemv_supported(x, K)) raise("gemv: K must be a multiple of 8 and x 16-byte aligned");
+  GemvArgs a{};
+  a.n_part = int(parts.size());
+  int64_t N = 0;
+  for (int p = 0; p < a.n_part; ++p) {
+    a.w[p] = static_cast<const __nv_bfloat16*>(parts[size_t(p)].w_bf16);
+    a.out[p] = parts[size_t(p)].out;
+    a.bias[p] = parts[size_t(p)].bias;
+    a.row_end[p] = N += parts[size_t(p)].rows;
+  }
+  if (N <= 0) return;
+  cudaStream_t st = as_stream(stream);
+  // Rows per block: as many as keep >= 512 blocks in flight (small N splits each row's K
+  // across more warps, so that enough bytes are in flight on every SM).
+  const int64_t rows = std::clamp<int64_t>(N / 512, 1, kGemvWarps);
+  const int r = rows >= 8 ? 8 : rows >= 4 ? 4 : rows >= 2 ? 2 : 1;
+  const unsigned grid = unsigned((N + r - 1) / r);
+  auto go = [&](auto kernel) { kernel<<<grid, kGemvWarps * 32, 0, st>>>(a, x, K, accumulate); };
+  switch (r) {
+    case 8: go(gemv_kernel<8>); break;
+    case 4: go(gemv_kernel<4>); break;
+    case 2: go(gemv_kernel<2>); break;
+    default: go(gemv_kernel<1>);
+  }
+  check_last_launch("gemv");
+}
+
+}  // namespace tq::cuda
