@@ -3,13 +3,17 @@
 #include "engine/device_support.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include "core/error.h"
 #include "quant/vector_codec.h"
 
 namespace tq {
 
-bool is_device_backend(const Backend& be) { return be.memory_capacity().total > 0; }
+bool is_device_backend(const Backend& be) {
+  // By name too: a device whose memory query failed still holds device pointers.
+  return std::string_view(be.name()) != "cpu" || be.memory_capacity().total > 0;
+}
 
 DeviceBackends& DeviceBackends::global() {
   static DeviceBackends reg;

@@ -14,7 +14,8 @@
 
 namespace tq {
 
-// A backend whose memory is a device's: memory_capacity() reports a total (the CPU's does not).
+// A backend whose memory is a device's: any backend but the CPU's, or one whose
+// memory_capacity() reports a total.
 bool is_device_backend(const Backend& be);
 
 // The device backends of this process (an EngineLoop registers its own while it lives), so
