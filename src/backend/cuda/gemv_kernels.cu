@@ -21,13 +21,20 @@ struct GemvArgs {
   int n_part;
 };
 
-// Part of joint row r (r < row_end[n_part - 1]) and its row inside that part.
-__device__ __forceinline__ int part_of(const GemvArgs& a, int64_t r, int64_t& local) {
+// Part of joint row r (r < row_end[n_part - 1]) and its row inside that part. Arguments are
+// read with constant indices (never through a pointer or reference to the parameter block, which
+// would copy it to local memory).
+static_assert(kMaxGemvParts == 3, "part_of and the picks below name the parts one by one");
+__device__ __forceinline__ int part_of(int64_t r, int n_part, int64_t end0, int64_t end1,
+                                       int64_t& local) {
   int p = 0;
-  while (p + 1 < a.n_part && r >= a.row_end[p]) ++p;
-  local = r - (p > 0 ? a.row_end[p - 1] : 0);
+  int64_t start = 0;
+  if (n_part > 1 && r >= end0) p = 1, start = end0;
+  if (n_part > 2 && r >= end1) p = 2, start = end1;
+  local = r - start;
   return p;
 }
+#define TQ_GEMV_PICK(field, p) ((p) == 0 ? (field)[0] : (p) == 1 ? (field)[1] : (field)[2])
 
 __device__ __forceinline__ float dot8(uint4 w, float4 a, float4 b) {
   const float2 w0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.x));
@@ -46,7 +53,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   constexpr int kSplit = kGemvWarps / kRows;
   __shared__ float red[kGemvWarps];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t N = a.row_end[a.n_part - 1];
+  const int64_t N = TQ_GEMV_PICK(a.row_end, a.n_part - 1);
   const int64_t row = int64_t(blockIdx.x) * kRows + warp / kSplit;
   const int part = warp % kSplit;
   const int64_t n8 = K / 8;
@@ -54,8 +61,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   float acc = 0.0f;
   if (row < N) {
     int64_t local;
-    const int p = part_of(a, row, local);
-    const uint4* w = reinterpret_cast<const uint4*>(a.w[p] + local * K);
+    const int p = part_of(row, a.n_part, a.row_end[0], a.row_end[1], local);
+    const uint4* w = reinterpret_cast<const uint4*>(TQ_GEMV_PICK(a.w, p) + local * K);
     const float4* xv = reinterpret_cast<const float4*>(x);
     int64_t c = c0 + lane;
     for (; c + 96 < c1; c += 128) {
@@ -78,9 +85,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 #pragma unroll
       for (int q = 0; q < kSplit; ++q) s += red[threadIdx.x * kSplit + q];
       int64_t local;
-      const int p = part_of(a, r, local);
-      if (a.bias[p]) s += a.bias[p][local];
-      float* o = a.out[p] + local;
+      const int p = part_of(r, a.n_part, a.row_end[0], a.row_end[1], local);
+      const float* bias = TQ_GEMV_PICK(a.bias, p);
+      if (bias) s += bias[local];
+      float* o = TQ_GEMV_PICK(a.out, p) + local;
       *o = accumulate ? *o + s : s;
     }
   }
