@@ -6,7 +6,8 @@
 # tqserve (for make-model) and its libraries come in .gpu/e2e.tar.xz (docs/gpu.md); bench_engine
 # needs the same libraries: pack it into that archive, or put it in .gpu/bin.
 # Carry [".gpu/e2e.tar.xz", ".gpu/lib"] (+ ".gpu/bin" when bench_engine is there).
-# Writes at most 6 files under $OUT; the table is printed last. A dry run on the CPU:
+# Writes at most 6 files under $OUT; the table is printed last. SERVE_ONLY=1: instead, a
+# `tqserve serve --device cuda --memory-guard` smoke (one completion, the guard's GPU metrics). A dry run on the CPU:
 #   BENCH=build/bench/bench_engine DEVICE=cpu MODEL_DIR=models/micro-qwen3 CONTEXT=256 \
 #   MID_CONTEXT=1024 MID_AT=512 CHUNK=256 OUT=/tmp/eng bash bench/run_cuda_engine.sh
 set -o pipefail
@@ -36,6 +37,33 @@ if [ ! -f "$M/config.json" ]; then
     { cat "$OUT/make_model.log"; exit 1; }
 fi
 [ "$DEVICE" = cuda ] && nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+if [ "${SERVE_ONLY:-0}" = 1 ]; then
+  # `tqserve serve --device cuda` smoke (a separate call): one completion, then the guard's view of
+  # the GPU from /metrics (limit = total minus the reserve, used = the backend's allocations).
+  PORT=${PORT:-18080}
+  ${TQSERVE:-/tmp/e2e/tqserve} serve --model "$M" --device "$DEVICE" --memory-guard --ctx-size 8192 \
+    --port "$PORT" --served-model-name m --no-access-log > "$OUT/serve.log" 2>&1 &
+  SP=$!
+  for i in $(seq 1 120); do grep -q listening "$OUT/serve.log" && break; sleep 1; done
+  python3 - "$PORT" <<'PY' 2>&1 | tee "$OUT/serve_smoke.txt"
+import json, sys, urllib.request
+port = sys.argv[1]
+req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", method="POST",
+    headers={"Content-Type": "application/json"},
+    data=json.dumps({"model": "m", "prompt": "the quick brown fox " * 400, "max_tokens": 16}).encode())
+try:
+    r = json.load(urllib.request.urlopen(req, timeout=120))
+    print("completion:", r["usage"])
+except Exception as e:
+    print("completion failed:", e)
+m = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+for line in m.splitlines():
+    if line.startswith(("tq_guard_limit_bytes", "tq_guard_used_bytes", "tq_guard_peak_used_bytes", "tq_memory_bytes")):
+        print(line)
+PY
+  kill "$SP"; wait "$SP"; echo "serve rc=$?"; tail -5 "$OUT/serve.log"
+  exit 0
+fi
 # Each run loads the model once; --kv and --batch lists run in the same process. Sequences 1..N-1
 # get a copy of sequence 0's prefilled cache (--copy-prefill): the decode figures need N caches
 # of the context's length, not N prefills; prefill tok/s is the 8K prefill of sequence 0.
