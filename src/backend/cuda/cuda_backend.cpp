@@ -142,8 +142,9 @@ void CudaBackend::norm_linear(const float* x, int64_t T, const Weight& norm, flo
   TQ_CHECK(bias.empty() || bias.size() == w.size());
   if (T <= 0) return;
   const int64_t n = norm.cols;
-  if (T == 1 && cuda::gemv_supported(h, n)) {  // decode: one GEMV launch reads f32 h directly
-    cuda::launch_rms_norm(x, 1, n, norm.buf.f32(), eps, h, stream_);
+  if (w.empty()) return cuda::launch_rms_norm(x, T, n, norm.buf.f32(), eps, h, stream_);
+  if (T == 1 && cuda::gemv_supported(x, n) && cuda::gemv_supported(h, n)) {
+    // Decode: the GEMV launch norms x itself (and writes h), for up to three weights at once.
     for (size_t i0 = 0; i0 < w.size(); i0 += cuda::kMaxGemvParts) {
       cuda::GemvPart parts[cuda::kMaxGemvParts];
       const size_t np = std::min<size_t>(cuda::kMaxGemvParts, w.size() - i0);
@@ -153,7 +154,7 @@ void CudaBackend::norm_linear(const float* x, int64_t T, const Weight& norm, flo
         TQ_CHECK(wi.dtype == DType::BF16 && wi.cols == n);
         parts[j] = {wi.buf.data(), out[i0 + j], b ? b->buf.f32() : nullptr, wi.rows};
       }
-      cuda::launch_gemv({parts, np}, h, n, false, stream_);
+      cuda::launch_gemv({parts, np}, x, n, false, stream_, norm.buf.f32(), eps, h);
     }
     return;
   }

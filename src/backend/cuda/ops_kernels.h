@@ -44,8 +44,11 @@ struct GemvPart {
   int64_t rows;
 };
 bool gemv_supported(const float* x, int64_t K);
+// With norm_w [K] (16-byte aligned, as h_out), the input is RMSNorm(x) = norm_w * (x / rms(x))
+// (eps inside the root), computed in the same launch and also written to h_out [K].
 void launch_gemv(std::span<const GemvPart> parts, const float* x, int64_t K, bool accumulate,
-                 Stream st);
+                 Stream st, const float* norm_w = nullptr, float eps = 0.0f,
+                 float* h_out = nullptr);
 
 // fused_kernels.cu. Dense KV: new rows k, v [T, n_head_kv, head_dim] f32 <-> bf16 stores
 // [n_head_kv][cap][head_dim] at slots [at, at + T).
