@@ -10,6 +10,11 @@
 
 namespace tq {
 
+namespace {
+// norm_linear at T = 1 folds the RMSNorm into GEMV launches of at most this many rows.
+constexpr int64_t kGemvNormRows = 65536;
+}  // namespace
+
 void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
   if (bytes == 0 || dst == src) return;
   const auto d = reinterpret_cast<uintptr_t>(dst), s = reinterpret_cast<uintptr_t>(src);
@@ -145,6 +150,12 @@ void CudaBackend::norm_linear(const float* x, int64_t T, const Weight& norm, flo
   if (w.empty()) return cuda::launch_rms_norm(x, T, n, norm.buf.f32(), eps, h, stream_);
   if (T == 1 && cuda::gemv_supported(x, n) && cuda::gemv_supported(h, n)) {
     // Decode: the GEMV launch norms x itself (and writes h), for up to three weights at once.
+    // Every GEMV block re-reads x for that: with very many rows (an LM head) a separate norm
+    // costs less.
+    int64_t rows = 0;
+    for (const Weight* wi : w) rows += wi->rows;
+    const bool in_gemv = rows <= kGemvNormRows;
+    if (!in_gemv) cuda::launch_rms_norm(x, 1, n, norm.buf.f32(), eps, h, stream_);
     for (size_t i0 = 0; i0 < w.size(); i0 += cuda::kMaxGemvParts) {
       cuda::GemvPart parts[cuda::kMaxGemvParts];
       const size_t np = std::min<size_t>(cuda::kMaxGemvParts, w.size() - i0);
@@ -154,7 +165,10 @@ void CudaBackend::norm_linear(const float* x, int64_t T, const Weight& norm, flo
         TQ_CHECK(wi.dtype == DType::BF16 && wi.cols == n);
         parts[j] = {wi.buf.data(), out[i0 + j], b ? b->buf.f32() : nullptr, wi.rows};
       }
-      cuda::launch_gemv({parts, np}, x, n, false, stream_, norm.buf.f32(), eps, h);
+      if (in_gemv)
+        cuda::launch_gemv({parts, np}, x, n, false, stream_, norm.buf.f32(), eps, h);
+      else
+        cuda::launch_gemv({parts, np}, h, n, false, stream_);
     }
     return;
   }
