@@ -75,7 +75,8 @@ ModelSettings default_settings(const ServeArgs& a) {
   s.turboquant.key_bits = a.kv.k_bits;
   s.turboquant.value_bits = a.kv.v_bits;
   s.turboquant.mid_prefill = a.guard.mid_prefill == "on";
-  s.memory_guard.limit = a.guard.mem_limit;
+  // On the GPU a model's memory limit is its --gpu-mem-limit (the admin page edits that one).
+  s.memory_guard.limit = a.device == "cuda" ? a.guard.gpu_mem_limit : a.guard.mem_limit;
   s.memory_guard.min_host_headroom = a.guard.min_headroom;
   s.memory_guard.soft = a.guard.soft;
   s.memory_guard.hard = a.guard.hard;
@@ -120,7 +121,12 @@ std::unique_ptr<PoolModel> build_model(const ServeArgs& a, ModelPool* pool, cons
   GuardArgs guard = a.guard;
   guard.turboquant.clear();  // kv.kv says it
   guard.mid_prefill = s.turboquant.mid_prefill ? "on" : "off";
-  guard.mem_limit = s.memory_guard.limit;
+  if (a.device == "cuda") {
+    guard.gpu_mem_limit = s.memory_guard.limit;
+    guard.mem_limit.clear();
+  } else {
+    guard.mem_limit = s.memory_guard.limit;
+  }
   guard.min_headroom = s.memory_guard.min_host_headroom;
   guard.soft = s.memory_guard.soft;
   guard.hard = s.memory_guard.hard;
