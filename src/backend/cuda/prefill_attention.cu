@@ -10,6 +10,7 @@
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/prefill_attention.h"
+#include "backend/cuda/prefill_wgmma.h"
 
 namespace tq::cuda {
 namespace {
@@ -464,6 +465,10 @@ void prefill_attention(const PrefillAttnArgs& a, void* stream) {
     if (variant == 3) return launch<128, 32, 2, kTqLut, 2>(p, a.T, a.n_head, st);
     return launch<128, 64, 2, kTqLut, 2>(p, a.T, a.n_head, st);
   }
+  // The Hopper wgmma kernel (prefill_wgmma.cu) for bf16 d=128 without a window, when enabled.
+  if (d == 128 && variant == 2 && prefill_wgmma_handles(a) && prefill_wgmma_enabled() &&
+      prefill_wgmma_available(stream))
+    return prefill_attention_wgmma(a, stream);
   if (d == 64) return launch<64, 64, 1, kDense, 3>(p, a.T, a.n_head, st);
   if (d == 128 && variant == 1) return launch<128, 64, 1, kDense, 3>(p, a.T, a.n_head, st);
   if (d == 128 && variant == 3) return launch<128, 32, 2, kDense, 2>(p, a.T, a.n_head, st);

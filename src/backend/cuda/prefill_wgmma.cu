@@ -1,0 +1,352 @@
+// Hopper (sm_90a) prefill attention for dense bf16 K/V at head_dim 128 (prefill_wgmma.h):
+// warp-specialized blocks of 128 query rows: one producer warpgroup streams 128-key K/V tiles
+// by cp.async into 128B-swizzled shared memory (3 stages, mbarriers), two consumer warpgroups
+// (64 rows each) compute S = Q K^T with wgmma from shared memory, the online softmax in
+// registers (exp2), and O += P V with P as the register A operand of the second wgmma.
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "backend/cuda/async_copy.cuh"
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/prefill_wgmma.h"
+
+namespace tq::cuda {
+namespace {
+
+// Off until measured faster than the mma.sync kernel on the device (TQ_PREFILL_WGMMA=1 forces it).
+constexpr bool kDefaultOn = false;
+
+constexpr int kD = 128, kBM = 128, kBN = 128, kStages = 3;
+constexpr int kThreads = 384;                 // producer warpgroup + 2 consumer warpgroups
+constexpr int kTileBytes = kBN * kD * 2;      // one K or V tile
+constexpr int kQBytes = kBM * kD * 2;
+constexpr int kBarOff = kQBytes + kStages * 2 * kTileBytes;
+constexpr int kSmemBytes = kBarOff + 64 + 1024;  // + barriers + alignment slack
+constexpr float kLog2e = 1.4426950408889634f;
+
+struct WgParams {
+  const float* q;
+  float* out;
+  float* lse;
+  const uint8_t* k;
+  const uint8_t* v;
+  int64_t head_stride;
+  int T, L, off;  // off = q_pos0 - k_pos0
+  int n_head, group;
+  bool causal;
+  float q_mul;  // scale * log2(e)
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Byte offset of 16-byte chunk c (0..15) of row r in a tile of `rows` rows of 128 bf16, stored
+// as two 64-column halves [2][rows][128 B] in the 128-byte swizzle: chunk c & 7 of a row sits
+// at position (c & 7) ^ (r & 7) (the tile base is 1024-byte aligned).
+__device__ __forceinline__ uint32_t sw128(int r, int c, int rows) {
+  return uint32_t((c >> 3) * rows * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
+// wgmma shared-memory matrix descriptor: start address, leading / stride byte offsets, 128B swizzle.
+__device__ __forceinline__ uint64_t desc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
+  return uint64_t((saddr & 0x3FFFF) >> 4) | uint64_t((lbo >> 4) & 0x3FFF) << 16 |
+         uint64_t((sbo >> 4) & 0x3FFF) << 32 | uint64_t(1) << 62;
+}
+
+#define TQ_WG_D8(i)                                                                       \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+      "+f"(d[i + 6]), "+f"(d[i + 7])
+#define TQ_WG_D64                                                                           \
+  TQ_WG_D8(0), TQ_WG_D8(8), TQ_WG_D8(16), TQ_WG_D8(24), TQ_WG_D8(32), TQ_WG_D8(40), TQ_WG_D8(48), \
+      TQ_WG_D8(56)
+#define TQ_WG_R64                                                                           \
+  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,"  \
+  "%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45," \
+  "%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
+
+// d (m64n128, f32) = A B (+ d when acc): A and B K-major in shared memory.
+__device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t da, uint64_t db, int acc) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " TQ_WG_R64
+      ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : TQ_WG_D64
+      : "l"(da), "l"(db), "r"(acc));
+}
+// d += A B: A (64x16 bf16) in registers, B N-major (rows of the K dimension) in shared memory.
+__device__ __forceinline__ void wgmma_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " TQ_WG_R64
+      ", {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+      : TQ_WG_D64
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wg_wait0() {
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+// Keeps the compiler from moving accumulator accesses across the asynchronous wgmma.
+__device__ __forceinline__ void keep(float (&d)[64]) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+__device__ __forceinline__ void proxy_fence() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+#endif
+
+__global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+                                             ~uintptr_t(1023));
+  uint8_t* qs = smem;
+  uint8_t* kv = smem + kQBytes;  // stage s: K at kv + 2 s kTileBytes, V right after
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kBarOff);
+  uint64_t* empty = full + kStages;
+
+  const int tid = threadIdx.x, wg = tid >> 7;
+  const int h = blockIdx.x, hk = h / p.group;
+  const int m0 = int(gridDim.y - 1 - blockIdx.y) * kBM;  // heaviest causal rows first
+  const int j_hi = p.causal ? min(p.L, p.off + m0 + kBM) : p.L;
+  const int n_tiles = j_hi > 0 ? (j_hi + kBN - 1) / kBN : 0;
+
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) mbar_init(full + s, 128), mbar_init(empty + s, 8);
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ---- Producer: tile `it` into stage it % kStages once the consumers released it; a tile
+    // is published (after its copies landed, fenced for the async proxy) when the next is issued.
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    const int64_t kv_base = int64_t(hk) * p.head_stride;
+    for (int it = 0; it < n_tiles; ++it) {
+      const int s = it % kStages;
+      if (it >= kStages) mbar_wait(empty + s, ((it / kStages) - 1) & 1);
+      uint8_t* ks = kv + s * 2 * kTileBytes;
+      uint8_t* vs = ks + kTileBytes;
+#pragma unroll 4
+      for (int i = tid; i < kBN * 16; i += 128) {
+        const int r = i >> 4, c = i & 15, j = it * kBN + r;
+        const bool ok = j < p.L;
+        const int64_t off = (kv_base + (ok ? j : 0)) * (kD * 2) + c * 16;
+        const uint32_t o = sw128(r, c, kBN);
+        cp_async16_zfill(ks + o, p.k + off, ok ? 16 : 0);
+        cp_async16_zfill(vs + o, p.v + off, ok ? 16 : 0);
+      }
+      cp_commit();
+      if (it > 0) {
+        cp_wait<1>();
+        proxy_fence();
+        mbar_arrive(full + (it - 1) % kStages);
+      }
+    }
+    if (n_tiles > 0) {
+      cp_wait<0>();
+      proxy_fence();
+      mbar_arrive(full + (n_tiles - 1) % kStages);
+    }
+    return;
+  }
+
+  // ---- Consumers: warpgroup cw owns rows r0 .. r0 + 63.
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+  const int cw = wg - 1, ct = tid & 127, warp = ct >> 5, lane = tid & 31;
+  const int g = lane >> 2, c4 = lane & 3;
+  const int r0 = m0 + cw * 64;
+  for (int i = ct; i < 64 * 16; i += 128) {
+    const int r = i >> 4, c = i & 15, t = r0 + r;
+    uint4 w = make_uint4(0, 0, 0, 0);
+    if (t < p.T) {
+      const float4* src = reinterpret_cast<const float4*>(p.q + (int64_t(t) * p.n_head + h) * kD + c * 8);
+      const float4 a = __ldg(src), b = __ldg(src + 1);
+      const float s = p.q_mul;
+      w = make_uint4(pack_bf162(a.x * s, a.y * s), pack_bf162(a.z * s, a.w * s),
+                     pack_bf162(b.x * s, b.y * s), pack_bf162(b.z * s, b.w * s));
+    }
+    *reinterpret_cast<uint4*>(qs + sw128(cw * 64 + r, c, kBM)) = w;
+  }
+  proxy_fence();
+  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + cw) : "memory");
+
+  const uint32_t q_addr = smem_u32(qs) + cw * 64 * 128, kv_addr = smem_u32(kv);
+  float o[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+  const int row0 = r0 + warp * 16 + g;  // this thread's rows: row0, row0 + 8
+
+  for (int it = 0; it < n_tiles; ++it) {
+    const int s = it % kStages, n0 = it * kBN;
+    mbar_wait(full + s, (it / kStages) & 1);
+    const bool skip = p.causal && n0 > p.off + r0 + 63;
+    if (!skip) {
+      const uint32_t k_addr = kv_addr + s * 2 * kTileBytes, v_addr = k_addr + kTileBytes;
+      float d[64];
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        const uint32_t half = kk >> 2, col = (kk & 3) * 32;
+        wgmma_ss(d, desc(q_addr + half * kBM * 128 + col, 16, 1024),
+                 desc(k_addr + half * kBN * 128 + col, 16, 1024), kk > 0);
+      }
+      wg_commit();
+      wg_wait0();
+      keep(d);
+      const bool need_mask = n0 + kBN > p.L || (p.causal && n0 + kBN - 1 > p.off + r0);
+      if (need_mask) {
+#pragma unroll
+        for (int i = 0; i < 16; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int t = row0 + (e >> 1) * 8, j = n0 + i * 8 + 2 * c4 + (e & 1);
+            const bool vis = j < p.L && (!p.causal || j <= p.off + t);
+            if (!vis) d[4 * i + e] = -INFINITY;
+          }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < 16; ++i) mx = fmaxf(mx, fmaxf(d[4 * i + 2 * r], d[4 * i + 2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m_run[r], mx);
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+        const float alpha = fast_exp2(m_run[r] - m_use);
+        m_run[r] = m_new;
+        float sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+          d[4 * i + 2 * r] = fast_exp2(d[4 * i + 2 * r] - m_use);
+          d[4 * i + 2 * r + 1] = fast_exp2(d[4 * i + 2 * r + 1] - m_use);
+          sum += d[4 * i + 2 * r] + d[4 * i + 2 * r + 1];
+          o[4 * i + 2 * r] *= alpha;
+          o[4 * i + 2 * r + 1] *= alpha;
+        }
+        l_run[r] = l_run[r] * alpha + sum;
+      }
+      // P (bf16) as the A fragments of k-step kk: key columns 16 kk .. 16 kk + 15.
+      uint32_t pa[kBN / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < kBN / 16; ++kk) {
+        pa[kk][0] = pack_bf162(d[8 * kk + 0], d[8 * kk + 1]);
+        pa[kk][1] = pack_bf162(d[8 * kk + 2], d[8 * kk + 3]);
+        pa[kk][2] = pack_bf162(d[8 * kk + 4], d[8 * kk + 5]);
+        pa[kk][3] = pack_bf162(d[8 * kk + 6], d[8 * kk + 7]);
+      }
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBN / 16; ++kk)
+        wgmma_rs(o, pa[kk], desc(v_addr + kk * 16 * 128, kBN * 128, 1024));
+      wg_commit();
+      wg_wait0();
+      keep(o);
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty + s);
+  }
+
+  // ---- Normalize and store rows row0, row0 + 8.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = l_run[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int t = row0 + 8 * r;
+    if (t >= p.T) continue;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    float* dst = p.out + (int64_t(t) * p.n_head + h) * kD + 2 * c4;
+#pragma unroll
+    for (int i = 0; i < 16; ++i)
+      *reinterpret_cast<float2*>(dst + i * 8) = make_float2(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+    if (p.lse && c4 == 0)
+      p.lse[int64_t(t) * p.n_head + h] = l > 0.0f ? (m_run[r] + log2f(l)) * 0.6931471805599453f : -INFINITY;
+  }
+#endif
+}
+
+// Writes 1 from the sm_90a build, 2 from any other (the driver picks one build per device).
+__global__ void prefill_wgmma_probe(int* flag) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  *flag = 1;
+#else
+  *flag = 2;
+#endif
+}
+
+}  // namespace
+
+bool prefill_wgmma_available(void* stream) {
+  static int state = 0;  // 0 unknown, 1 yes, 2 no
+  if (state != 0) return state == 1;
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(as_stream(stream), &cap) != cudaSuccess ||
+      cap != cudaStreamCaptureStatusNone)
+    return false;  // no probe launch inside a capture
+  int dev = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess ||
+      prop.major != 9 || prop.minor != 0) {
+    state = 2;
+    return false;
+  }
+  int* flag = nullptr;
+  int host = 0;
+  CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
+  prefill_wgmma_probe<<<1, 1>>>(flag);
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaMemcpy(&host, flag, sizeof(int), cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaFree(flag));
+  state = host == 1 ? 1 : 2;
+  return state == 1;
+}
+
+bool prefill_wgmma_handles(const PrefillAttnArgs& a) {
+  return a.format == KvFormat::BF16 && a.head_dim == 128 && a.window == 0 && a.T >= 1 &&
+         a.n_head > 0 && a.n_head_kv > 0 && a.n_head % a.n_head_kv == 0;
+}
+
+bool prefill_wgmma_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("TQ_PREFILL_WGMMA");
+    return e && *e ? std::atoi(e) != 0 : kDefaultOn;
+  }();
+  return on;
+}
+
+void prefill_attention_wgmma(const PrefillAttnArgs& a, void* stream) {
+  if (!prefill_wgmma_handles(a)) raise("prefill_attention_wgmma: unsupported shape or format");
+  if (!prefill_wgmma_available(stream)) raise("prefill_attention_wgmma: needs an sm_90 device");
+  const int64_t big = int64_t(1) << 29;
+  if (a.T >= big || a.L < 0 || a.L >= big || std::llabs(a.q_pos0) >= big ||
+      std::llabs(a.k_pos0) >= big || (a.L > 0 && a.head_stride < a.L))
+    raise("prefill_attention_wgmma: positions or lengths out of range");
+  WgParams p{};
+  p.q = a.q, p.out = a.out, p.lse = a.lse;
+  p.k = static_cast<const uint8_t*>(a.k), p.v = static_cast<const uint8_t*>(a.v);
+  p.head_stride = a.head_stride, p.T = int(a.T), p.L = int(a.L), p.off = int(a.q_pos0 - a.k_pos0);
+  p.n_head = a.n_head, p.group = a.n_head / a.n_head_kv, p.causal = a.causal;
+  const float scale = a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(float(kD));
+  p.q_mul = scale * kLog2e;
+  static bool attr = false;
+  if (!attr) {
+    CUDA_CHECK(cudaFuncSetAttribute(prefill_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    kSmemBytes));
+    attr = true;
+  }
+  const int64_t mb = (a.T + kBM - 1) / kBM;
+  if (mb > 65535) raise("prefill_attention_wgmma: T=" + std::to_string(a.T) + " exceeds the grid");
+  prefill_wgmma_kernel<<<dim3(unsigned(a.n_head), unsigned(mb)), kThreads, kSmemBytes,
+                         as_stream(stream)>>>(p);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace tq::cuda

@@ -1,0 +1,25 @@
+// Hopper prefill attention kernel (prefill_wgmma.cu): the PrefillAttnArgs contract of
+// prefill_attention.h, for dense bf16 K/V at head_dim 128 without a sliding window, built for
+// sm_90a (wgmma). prefill_attention() routes to it when it applies and is enabled.
+#pragma once
+
+#include "backend/cuda/prefill_attention.h"
+
+namespace tq::cuda {
+
+// True when the device runs the sm_90a build of the kernel (an sm_90 device, checked once by a
+// probe launch; false while the stream is being captured before that check has run).
+bool prefill_wgmma_available(void* stream = nullptr);
+
+// True when the kernel handles `a`: bf16, head_dim 128, window 0, T >= 1 (availability aside).
+bool prefill_wgmma_handles(const PrefillAttnArgs& a);
+
+// Whether prefill_attention() uses the kernel for the shapes it handles: the environment
+// variable TQ_PREFILL_WGMMA=1 / 0 forces it on / off, else the built-in default.
+bool prefill_wgmma_enabled();
+
+// Queues the attention with the Hopper kernel. Throws tq::Error when it is unavailable or does
+// not handle `a`. The caller (prefill_attention) has validated lengths and positions.
+void prefill_attention_wgmma(const PrefillAttnArgs& a, void* stream = nullptr);
+
+}  // namespace tq::cuda

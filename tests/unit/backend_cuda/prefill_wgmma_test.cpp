@@ -1,0 +1,126 @@
+// The Hopper prefill kernel (prefill_wgmma.h) called directly against a double-precision CPU
+// reference: bf16 K/V, d=128, causal chunks after cached keys (q_pos0 > 0, keys starting later),
+// odd T and L, non-causal, GQA, no keys, lse. Fresh random inputs, outputs poisoned with NaN,
+// shared memory poisoned, NaN bit patterns in cache slots past L. Skips off sm_90.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "backend/cuda/prefill_wgmma.h"
+#include "backend/cuda/tq_cuda.h"
+#include "gpu_test_util.h"
+
+namespace tq::test {
+namespace {
+
+struct WgCase {
+  int n_head, n_kv;
+  int64_t T, L, q_pos0 = 0, k_pos0 = 0;
+  bool causal = true;
+};
+
+// out [T][n_head][128] and lse [T][n_head] over head-major K/V [n_kv][stride][128] (f32 values).
+void attend(const WgCase& c, int64_t stride, const std::vector<float>& q, const std::vector<float>& k,
+            const std::vector<float>& v, std::vector<double>& out, std::vector<double>& lse) {
+  constexpr int d = 128;
+  const int G = c.n_head / c.n_kv;
+  out.assign(size_t(c.T * c.n_head * d), 0.0);
+  lse.assign(size_t(c.T * c.n_head), -INFINITY);
+  std::vector<double> s(size_t(std::max<int64_t>(c.L, 1)));
+  std::vector<double> acc(d);
+  for (int64_t t = 0; t < c.T; ++t)
+    for (int h = 0; h < c.n_head; ++h) {
+      const float* qr = &q[size_t((t * c.n_head + h) * d)];
+      const size_t base = size_t(int64_t(h / G) * stride * d);
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < c.L; ++j) {
+        s[size_t(j)] = -INFINITY;
+        if (c.causal && c.k_pos0 + j > c.q_pos0 + t) continue;
+        double dot = 0;
+        for (int i = 0; i < d; ++i) dot += double(qr[i]) * k[base + size_t(j * d + i)];
+        s[size_t(j)] = dot / std::sqrt(double(d));
+        mx = std::max(mx, s[size_t(j)]);
+      }
+      if (mx == -INFINITY) continue;
+      std::fill(acc.begin(), acc.end(), 0.0);
+      double sum = 0;
+      for (int64_t j = 0; j < c.L; ++j) {
+        if (s[size_t(j)] == -INFINITY) continue;
+        const double w = std::exp(s[size_t(j)] - mx);
+        sum += w;
+        for (int i = 0; i < d; ++i) acc[size_t(i)] += w * v[base + size_t(j * d + i)];
+      }
+      for (int i = 0; i < d; ++i) out[size_t((t * c.n_head + h) * d + i)] = acc[size_t(i)] / sum;
+      lse[size_t(t * c.n_head + h)] = mx + std::log(sum);
+    }
+}
+
+void check(Backend& be, const WgCase& c) {
+  constexpr int d = 128;
+  const int64_t stride = c.L + 29;  // odd stride; slots past L hold NaN patterns
+  std::vector<uint16_t> kb(size_t(c.n_kv * stride * d), 0x7FC1), vb(kb.size(), 0xFFC1);
+  std::vector<float> k(kb.size(), 0.0f), v(kb.size(), 0.0f);
+  auto kx = randn(size_t(c.n_kv * c.L * d), 1.3f), vx = randn(kx.size());
+  for (int h = 0; h < c.n_kv; ++h)
+    for (int64_t j = 0; j < c.L * d; ++j) {
+      const size_t dst = size_t(h * stride * d + j), src = size_t(h * c.L * d + j);
+      kb[dst] = f32_to_bf16(kx[src]), vb[dst] = f32_to_bf16(vx[src]);
+      k[dst] = bf16_to_f32(kb[dst]), v[dst] = bf16_to_f32(vb[dst]);
+    }
+  auto q = randn(size_t(c.T * c.n_head * d));
+  std::vector<double> ref, lref;
+  attend(c, stride, q, k, v, ref, lref);
+  DeviceBuffer qd = to_dev(be, q), kd = to_dev(be, kb), vd = to_dev(be, vb);
+  DeviceBuffer od = poisoned(be, ref.size()), ld = poisoned(be, lref.size());
+  cuda::PrefillAttnArgs a;
+  a.q = qd.f32(), a.out = od.f32(), a.lse = ld.f32();
+  a.format = cuda::KvFormat::BF16, a.k = kd.data(), a.v = vd.data();
+  a.head_stride = stride, a.T = c.T, a.L = c.L, a.n_head = c.n_head, a.n_head_kv = c.n_kv;
+  a.head_dim = d, a.q_pos0 = c.q_pos0, a.k_pos0 = c.k_pos0, a.causal = c.causal;
+  for (int rep = 0; rep < 2; ++rep) {
+    cuda::poison_shared_memory();
+    cuda::prefill_attention_wgmma(a);
+  }
+  cuda::check_last_launch("prefill_attention_wgmma");
+  auto out = from_dev(be, od, ref.size()), lse = from_dev(be, ld, lref.size());
+  const double err = rel_err(out, ref);
+  double lerr = 0;
+  int64_t bad = 0;
+  for (size_t i = 0; i < lref.size(); ++i) {
+    if (lref[i] == -INFINITY) {
+      bad += lse[i] != -INFINITY;
+      for (int x = 0; x < d; ++x) bad += out[i * d + size_t(x)] != 0.0f;
+      continue;
+    }
+    lerr = std::max(lerr, std::isfinite(lse[i]) ? std::abs(lse[i] - lref[i]) : INFINITY);
+  }
+  char what[200];
+  std::snprintf(what, sizeof what, "heads %d/%d T=%lld L=%lld q_pos0=%lld k_pos0=%lld %s", c.n_head,
+                c.n_kv, (long long)c.T, (long long)c.L, (long long)c.q_pos0, (long long)c.k_pos0,
+                c.causal ? "causal" : "non-causal");
+  std::printf("wgmma %s: rel err %.2e, lse max err %.2e\n", what, err, lerr);
+  EXPECT_LT(err, 1e-2) << what;
+  EXPECT_LT(lerr, 5e-2) << what;
+  EXPECT_EQ(bad, 0) << what << ": rows that see no key must be zero with lse -inf";
+}
+
+TEST(CudaPrefillWgmma, MatchesDoubleReference) {
+  TQ_REQUIRE_GPU();
+  auto be = make_cuda_backend();
+  if (!cuda::prefill_wgmma_available()) GTEST_SKIP() << "not an sm_90 device";
+  check(*be, {2, 1, 4096, 4096});               // causal 4K, one kv head shared by two
+  check(*be, {8, 2, 1000, 1000});               // odd T = L
+  check(*be, {32, 8, 77, 1077, 1000});          // chunk after 1000 cached keys
+  check(*be, {8, 8, 300, 500, 500, 300});       // keys start at position 300
+  check(*be, {4, 2, 20, 15, 0, 5});             // the first 5 queries see no key
+  check(*be, {16, 2, 65, 333, 0, 0, false});    // non-causal
+  check(*be, {4, 4, 200, 1000, 0, 0, false});
+  check(*be, {4, 1, 1, 1});                     // one query, one key
+  check(*be, {4, 2, 129, 0, 0, 0, false});      // no keys at all
+  check(*be, {4, 2, 130, 200, 70});             // causal, partial last tiles
+}
+
+}  // namespace
+}  // namespace tq::test
