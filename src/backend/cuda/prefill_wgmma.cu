@@ -14,8 +14,9 @@
 namespace tq::cuda {
 namespace {
 
-// Off until measured faster than the mma.sync kernel on the device (TQ_PREFILL_WGMMA=1 forces it).
-constexpr bool kDefaultOn = false;
+// On by default: correct and 1.6-1.7x the mma.sync kernel on the H200 (TQ_PREFILL_WGMMA=0 turns
+// it off; bench/results/cuda-prefill-2026-11-30.md).
+constexpr bool kDefaultOn = true;
 
 constexpr int kD = 128, kBM = 128, kBN = 128, kStages = 3;
 constexpr int kThreads = 384;                 // producer warpgroup + 2 consumer warpgroups
@@ -36,6 +37,7 @@ struct WgParams {
   int n_head, group;
   bool causal;
   float q_mul;  // scale * log2(e)
+  uint32_t v_lbo, v_sbo;  // V descriptor: 64-column half stride, 8-key group stride (bytes)
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -245,7 +247,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
       wg_fence();
 #pragma unroll
       for (int kk = 0; kk < kBN / 16; ++kk)
-        wgmma_rs(o, pa[kk], desc(v_addr + kk * 16 * 128, kBN * 128, 1024));
+        wgmma_rs(o, pa[kk], desc(v_addr + kk * 16 * 128, p.v_lbo, p.v_sbo));
       wg_commit();
       wg_wait0();
       keep(o);
@@ -336,6 +338,7 @@ void prefill_attention_wgmma(const PrefillAttnArgs& a, void* stream) {
   p.n_head = a.n_head, p.group = a.n_head / a.n_head_kv, p.causal = a.causal;
   const float scale = a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(float(kD));
   p.q_mul = scale * kLog2e;
+  p.v_lbo = kBN * 128, p.v_sbo = 1024;
   static bool attr = false;
   if (!attr) {
     CUDA_CHECK(cudaFuncSetAttribute(prefill_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
