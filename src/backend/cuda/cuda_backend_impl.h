@@ -84,6 +84,15 @@ class CudaBackend final : public Backend {
 
   Weight load_weight(DType src, const void* host, int64_t rows, int64_t cols) override {
     const size_t n = size_t(rows * cols);
+    if (rows != 1 && src == DType::BF16) {  // stored as bf16 already: no host round trip
+      Weight w;
+      w.rows = rows;
+      w.cols = cols;
+      w.dtype = DType::BF16;
+      w.buf = DeviceBuffer(this, n * sizeof(uint16_t));
+      upload(w.buf.data(), host, n * sizeof(uint16_t));
+      return w;
+    }
     std::vector<float> f(n);
     to_f32(src, host, f.data(), n);
     Weight w;
