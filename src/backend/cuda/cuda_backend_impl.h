@@ -268,6 +268,7 @@ class CudaBackend final : public Backend {
   cuda::TqCodecDev tq_codec(const quant::VectorCodec& c) const;  // throws if unsupported
   void tq_decode(const TqAttentionArgs& a, const cuda::TqCodecDev& kc, const cuda::TqCodecDev& vc);
   void tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& kc, const cuda::TqCodecDev& vc);
+  void tq_grow(TqMem& m, size_t bytes);  // ensure() that counts the growth in allocated_bytes()
   mutable std::mutex tq_mu_;
   mutable std::vector<std::pair<quant::CodecConfig, cuda::TqCodecDev>> tq_codecs_;
   TqMem tq_lens_, tq_ws_, tq_scratch_;

@@ -33,6 +33,12 @@ bool CudaBackend::device_turboquant(const quant::VectorCodec& k,
   }
 }
 
+void CudaBackend::tq_grow(TqMem& m, size_t bytes) {
+  const size_t before = m.cap;
+  ensure(m.p, m.cap, bytes);
+  allocated_ += m.cap - before;
+}
+
 void CudaBackend::tq_write(const TqStore& dst, int64_t at, const float* k, const float* v,
                            int64_t T, int64_t token_stride, int64_t head_stride,
                            const TqRows* rows, int64_t rows_at) {
@@ -78,9 +84,15 @@ void CudaBackend::tq_decode(const TqAttentionArgs& a, const cuda::TqCodecDev& kc
   const cuda::AttnPlan plan = cuda::choose_attention(info_, s);
   if (plan.kernel != cuda::AttnKernel::DecodeSplitK)
     fail("CUDA tq_attention: no decode kernel for this shape ({})", cuda::attn_kernel_name(plan.kernel));
-  ensure(tq_lens_.p, tq_lens_.cap, 2 * sizeof(int32_t));
-  ensure(tq_ws_.p, tq_ws_.cap,
-         cuda::decode_attention_workspace(plan, 1, int(a.n_head), int(st.head_dim)));
+  // Workspace for the most splits any context length gets with these heads: sized by the first
+  // decode step, so later steps (growing contexts) allocate nothing.
+  cuda::AttnShape longest = s;
+  longest.max_len = int64_t(1) << 40;
+  longest.exact_tail = false;  // a tail split takes one slot: without one there are more
+  const cuda::AttnPlan most = cuda::choose_attention(info_, longest);
+  tq_grow(tq_lens_, 2 * sizeof(int32_t));
+  const cuda::AttnPlan& big = most.n_split > plan.n_split ? most : plan;
+  tq_grow(tq_ws_, cuda::decode_attention_workspace(big, 1, int(a.n_head), int(st.head_dim)));
   auto* lens = static_cast<int32_t*>(tq_lens_.p);
   cuda::set_i32_pair(lens, int32_t(a.n_rec), int32_t(a.n_exact), stream_);
   cuda::DecodeAttnArgs d;
@@ -124,7 +136,7 @@ void CudaBackend::tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& k
   auto up = [](int64_t n) { return (n + 63) / 64 * 64; };  // 256-byte aligned regions
   const int64_t e_elems = hk * (e_stride + 64) * D;        // + slack for whole-tile reads
   const size_t f32_floats = size_t(3 * up(row_f) + 2 * up(rows));
-  ensure(tq_scratch_.p, tq_scratch_.cap, f32_floats * sizeof(float) + size_t(2 * e_elems) * 2);
+  tq_grow(tq_scratch_, f32_floats * sizeof(float) + size_t(2 * e_elems) * 2);
   float* q_rot = static_cast<float*>(tq_scratch_.p);
   float* out_a = q_rot + up(row_f);
   float* out_b = out_a + up(row_f);
