@@ -112,7 +112,8 @@ struct TqStore {
   int64_t cap = 0, n_head_kv = 0, head_dim = 0;
 };
 // Exact rows beside a TurboQuant layer, already rotated (R_k k, R_v v): f32
-// [n_head_kv][cap][head_dim] (backend memory).
+// [n_head_kv][cap][head_dim] (backend memory): row t of kv head h at k + (h * cap + t) * head_dim.
+// cap is the head stride in rows; k, v may point into a larger buffer (a sliding window's start).
 struct TqRows {
   float* k = nullptr;
   float* v = nullptr;
