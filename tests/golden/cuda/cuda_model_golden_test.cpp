@@ -58,6 +58,40 @@ std::optional<Fixture> find_fixture(const std::string& name) {
 
 int32_t argmax(const float* x, int64_t n) { return int32_t(std::max_element(x, x + n) - x); }
 
+// Greedy-style decode: prefill `prompt`, then feed `forced` one token at a time (the decode path);
+// returns the logits after the last fed token.
+std::vector<float> logits_after(Model& m, const std::vector<int32_t>& prompt,
+                                std::span<const int32_t> forced) {
+  const int64_t V = m.config().vocab_size;
+  KvCache cache = m.new_cache();
+  std::vector<float> logits(static_cast<size_t>(V));
+  m.forward(prompt, cache, LogitsMode::Last, logits.data());
+  for (size_t i = 0; i < forced.size(); ++i)
+    m.forward(forced.subspan(i, 1), cache, LogitsMode::Last, logits.data());
+  return logits;
+}
+
+// Where a bf16 GPU decode parts from an f32 greedy sequence `want` at index `at` (it chose `got`):
+// both engines' logits at that step, teacher-forced on want[0, at). The parting is a near tie
+// when the f32 engine's own margin between its token and the GPU's is within bf16 noise: below
+// 2% of the f32 logits' RMS, with the GPU's logits there within the logits test's 2e-2.
+bool near_tie(Model& gpu, Model& cpu, const std::vector<int32_t>& prompt,
+              const std::vector<int32_t>& want, size_t at, int32_t got, const std::string& what) {
+  auto forced = std::span(want).first(at);
+  auto g = logits_after(gpu, prompt, forced);
+  auto c = logits_after(cpu, prompt, forced);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    num += (double(g[i]) - c[i]) * (double(g[i]) - c[i]);
+    den += double(c[i]) * c[i];
+  }
+  const double rms = std::sqrt(den / double(c.size())), rel = std::sqrt(num / den);
+  const double margin = double(c[size_t(want[at])]) - c[size_t(got)];
+  std::printf("%s: parts at token %zu: f32 margin %.4f (%.2f%% of logit RMS %.3f), GPU logits rel "
+              "err %.2e\n", what.c_str(), at, margin, 100 * margin / rms, rms, rel);
+  return margin <= 0.02 * rms && rel < 2e-2;
+}
+
 class CudaModelGolden : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -131,14 +165,20 @@ TEST_P(CudaModelGolden, GreedyContinuationsMatchTransformers) {
                 GetParam().c_str(), name.c_str(), same, want.size());
     matched += got == want;
     ++cases;
-    EXPECT_EQ(got, want) << name;
+    // The f32 CPU engine reproduces these continuations exactly (golden_engine); a bf16 parting is
+    // accepted only as a near tie measured against it.
+    if (same < got.size()) {
+      auto cpu = make_cpu_backend();
+      auto cpu_model = Model::load(fixture_->model, *cpu);
+      EXPECT_TRUE(near_tie(*model_, *cpu_model, prompt, want, same, got[same], name)) << name;
+    }
   }
   ASSERT_GT(cases, 0);
 }
 
 // The same greedy decode on the CPU engine (f32 everywhere): the GPU's bf16 path must pick the
-// same tokens for the reference prompts over the references' length; 16 more tokens are
-// compared and reported (not asserted: near-ties may part f32 and bf16 there).
+// same tokens for the reference prompts over the references' length, unless it parts at a
+// measured near tie; 16 more tokens are compared and reported (not asserted).
 TEST_P(CudaModelGolden, GreedyTokensEqualTheCpuEngine) {
   const int64_t V = model_->config().vocab_size;
   auto cpu = make_cpu_backend();
@@ -164,7 +204,8 @@ TEST_P(CudaModelGolden, GreedyTokensEqualTheCpuEngine) {
     while (same < got.size() && got[same] == want[same]) ++same;
     std::printf("[%s cuda vs cpu] %s: %zu of %zu greedy tokens before the first difference\n",
                 GetParam().c_str(), name.c_str(), same, n);
-    EXPECT_GE(same, n_ref) << name;
+    if (same < n_ref)
+      EXPECT_TRUE(near_tie(*model_, *cpu_model, prompt, want, same, got[same], name)) << name;
     ++cases;
   }
   ASSERT_GT(cases, 0);
