@@ -132,6 +132,19 @@ struct TqAttentionArgs {
   float scale = 1.0f;
 };
 
+// One sequence of a batched decode step (Backend::decode_attention_batch): one query at the
+// sequence's newest position, which sees every key. Dense (kv.k non-null): keys [0, len) of kv.
+// TurboQuant (tq.k_codes non-null): records [0, n_rec) then exact rows [0, n_exact) of `rows`,
+// as TqAttentionArgs. `row`: the sequence's row of the call's q and out [*, n_head, head_dim].
+struct DecodeSeq {
+  KvStore kv;
+  int64_t len = 0;
+  TqStore tq;
+  TqRows rows;
+  int64_t n_rec = 0, n_exact = 0;
+  int64_t row = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -212,6 +225,48 @@ class Backend {
     unsupported("tq_write");
   }
   virtual void tq_attention(const TqAttentionArgs& a) { unsupported("tq_attention"); }
+  // Decode attention of several sequences at once (one query each, every key visible):
+  // out[s.row] = attention of q[s.row] over sequence s. The base version makes the
+  // per-sequence attention() / tq_attention() calls the caches' append_and_attend makes; a
+  // device backend overrides it with one launch per kind.
+  virtual void decode_attention_batch(std::span<const DecodeSeq> seqs, const float* q, float* out,
+                                      int64_t n_head, float scale) {
+    for (const DecodeSeq& s : seqs) {
+      const int64_t d = s.kv.k ? s.kv.head_dim : s.tq.head_dim;
+      const float* qs = q + s.row * n_head * d;
+      float* os = out + s.row * n_head * d;
+      if (s.kv.k) {
+        AttentionArgs a;
+        a.q = qs;
+        a.k = s.kv.k;
+        a.v = s.kv.v;
+        a.kv_dtype = s.kv.dtype;
+        a.out = os;
+        a.T = 1;
+        a.L = s.len;
+        a.n_head = n_head;
+        a.n_head_kv = s.kv.n_head_kv;
+        a.head_dim = d;
+        a.kv_head_stride = s.kv.cap * d;
+        a.q_pos0 = s.len - 1;
+        a.scale = scale;
+        attention(a);
+      } else {
+        TqAttentionArgs a;
+        a.q = qs;
+        a.out = os;
+        a.store = s.tq;
+        a.rows = s.rows;
+        a.n_rec = s.n_rec;
+        a.n_exact = s.n_exact;
+        a.T = 1;
+        a.n_head = n_head;
+        a.q_pos0 = s.n_rec + s.n_exact - 1;
+        a.scale = scale;
+        tq_attention(a);
+      }
+    }
+  }
 
   // Ops of hybrid models (Qwen3.5 gated attention and Gated DeltaNet layers). A backend that has
   // not implemented one throws Error naming it, so models without these layers are unaffected.

@@ -142,6 +142,15 @@ class DenseCache final : public LayerCache {
     be.attention(a);
     n_ += T;
   }
+  bool decode_view(Backend& be, const float* k, const float* v, DecodeSeq& out) override {
+    kv_.reserve(be, n_ + 1, n_);
+    kv_.write(be, k, v, 1, n_);
+    n_ += 1;
+    out = DecodeSeq{};
+    out.kv = kv_.store();
+    out.len = n_;
+    return true;
+  }
 
  private:
   HeadMajorKv kv_;

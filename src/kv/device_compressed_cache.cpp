@@ -183,6 +183,19 @@ void DeviceCompressedCache::append_and_attend(Backend& be, const float* q, const
   trim();
 }
 
+// append_and_attend for one token, split in two: the write and the view here, trim() in
+// finish_decode() once the batched attention has read the window.
+bool DeviceCompressedCache::decode_view(Backend& be, const float* k, const float* v,
+                                        DecodeSeq& out) {
+  write(k, v, 1);
+  out = DecodeSeq{};
+  out.tq = store();
+  out.rows = rows();
+  out.n_rec = n_ - held_;
+  out.n_exact = held_;
+  return true;
+}
+
 // Block bytes (format_id "device-compressed ..."): held (i64); key codes [n_head_kv][n][code
 // bytes], key scales [n_head_kv][n] fp16, value codes, value scales; then the recent-exact rows
 // at the boundary, rotated f32 [n_head_kv][held][head_dim], K then V.

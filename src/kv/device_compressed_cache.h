@@ -28,6 +28,8 @@ class DeviceCompressedCache final : public LayerCache {
   void clear() override { n_ = held_ = start_ = 0; }
   void append_and_attend(Backend& be, const float* q, const float* k, const float* v, int64_t T,
                          float scale, float* out) override;
+  bool decode_view(Backend& be, const float* k, const float* v, DecodeSeq& out) override;
+  void finish_decode(Backend& be) override { trim(); }
   void reserve_tokens(Backend& be, int64_t tokens) override { reserve(tokens); }
   void append_tokens(Backend& be, const float* k, const float* v, int64_t n) override;
 

@@ -34,6 +34,15 @@ class LayerCache {
   // attention of q [T, n_head, head_dim] over everything visible into out [T, n_head, head_dim].
   virtual void append_and_attend(Backend& be, const float* q, const float* k, const float* v,
                                  int64_t T, float scale, float* out) = 0;
+  // Batched decode (Backend::decode_attention_batch): appends one token k, v [1, n_head_kv,
+  // head_dim] and describes the sequence's attention of that token's query in `out` (out.row is
+  // left to the caller); false, with nothing appended, when this kind cannot (the caller then
+  // uses append_and_attend). After the batched attention the caller calls finish_decode(), which
+  // leaves the state append_and_attend would have left.
+  virtual bool decode_view(Backend& be, const float* k, const float* v, DecodeSeq& out) {
+    return false;
+  }
+  virtual void finish_decode(Backend& be) {}
   // Forgets everything (the layer keeps its memory for reuse).
   virtual void clear() = 0;
   // Copies tokens [t0, t0 + n) as host f32 [n, n_head_kv, head_dim] K and V. Only layers that

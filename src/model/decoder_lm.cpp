@@ -1,6 +1,7 @@
 // DecoderLm: the Qwen3 / Llama decoder-only transformer (pre-norm, GQA attention with optional
 // per-head q/k RMSNorm, RoPE, SwiGLU MLP, tied or untied LM head), written against Backend.
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "core/error.h"
@@ -94,6 +95,13 @@ class DecoderLm final : public Model {
     float* h = ws_h_.f32();
     float *q = ws_q_.f32(), *k = ws_k_.f32(), *v = ws_v_.f32(), *attn = ws_attn_.f32();
     be.embedding(ids_, embed_, x);
+    // TQ_BATCH_DECODE=0 (a benchmark's same-run baseline): every sequence attends on its own.
+    static const bool batch_decode = [] {
+      const char* e = std::getenv("TQ_BATCH_DECODE");
+      return !e || std::string(e) != "0";
+    }();
+    n_decode_ = 0;
+    for (const SeqStep& st : steps) n_decode_ += batch_decode && st.ids.size() == 1;
     for (int64_t li = 0; li < c.n_layer; ++li) {
       const LayerWeights& L = layers_[size_t(li)];
       const Weight* qkv[] = {&L.q, &L.k, &L.v};
@@ -102,7 +110,12 @@ class DecoderLm final : public Model {
       be.norm_linear(x, T, L.input_norm, eps, h, qkv, qkv_out,
                      c.attention_bias ? std::span<const Weight* const>(qkv_bias)
                                       : std::span<const Weight* const>());
+      // Attention: with two or more one-token steps, those whose caches can describe themselves
+      // (decode_view) share one Backend::decode_attention_batch call; the others (prefill chunks,
+      // rotating / recurrent / host-compressed layers) attend one by one.
       int64_t row = 0;
+      batch_.clear();
+      batch_caches_.clear();
       for (size_t si = 0; si < steps.size(); ++si) {
         const SeqStep& st = steps[si];
         const int64_t n = int64_t(st.ids.size()), pos0 = pos0_[si];
@@ -110,9 +123,20 @@ class DecoderLm final : public Model {
         be.qk_norm_rope(qs, ks, n, c.n_head, c.n_head_kv, c.head_dim,
                         c.qk_norm ? &L.q_norm : nullptr, c.qk_norm ? &L.k_norm : nullptr, eps,
                         pos0, inv_freq_);
-        st.cache->layers[size_t(li)]->append_and_attend(be, qs, ks, vs, n, scale,
-                                                        attn + row * c.q_dim());
+        LayerCache& lc = *st.cache->layers[size_t(li)];
+        DecodeSeq view;
+        if (n == 1 && n_decode_ >= 2 && lc.decode_view(be, ks, vs, view)) {
+          view.row = row;
+          batch_.push_back(view);
+          batch_caches_.push_back(&lc);
+        } else {
+          lc.append_and_attend(be, qs, ks, vs, n, scale, attn + row * c.q_dim());
+        }
         row += n;
+      }
+      if (!batch_.empty()) {
+        be.decode_attention_batch(batch_, q, attn, c.n_head, scale);
+        for (LayerCache* lc : batch_caches_) lc->finish_decode(be);
       }
       be.linear_add(attn, T, L.o, x, h);
       swiglu_mlp(x, T, L.post_norm, L.gate, L.up, L.down, h, ws_gate_.f32(), ws_up_.f32());
@@ -142,6 +166,9 @@ class DecoderLm final : public Model {
   std::vector<float> inv_freq_;
   std::vector<int32_t> ids_;    // the step's tokens, all sequences concatenated
   std::vector<int64_t> pos0_;   // per sequence: position of its first token in this step
+  int64_t n_decode_ = 0;               // one-token steps in this call
+  std::vector<DecodeSeq> batch_;       // this layer's batched decode sequences
+  std::vector<LayerCache*> batch_caches_;
   Weight embed_, norm_, lm_head_;
   std::vector<LayerWeights> layers_;
   int64_t ws_tokens_ = 0;

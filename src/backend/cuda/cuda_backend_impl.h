@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
 #include <vector>
@@ -164,6 +165,10 @@ class CudaBackend final : public Backend {
                 int64_t rows_at) override;
   void tq_attention(const TqAttentionArgs& a) override;
 
+  // Batched decode attention, one launch per kind (cuda_backend_batch.cpp).
+  void decode_attention_batch(std::span<const DecodeSeq> seqs, const float* q, float* out,
+                              int64_t n_head, float scale) override;
+
  private:
   static constexpr size_t kLtWorkspace = 32u << 20;
   struct GemmPlan {
@@ -272,6 +277,13 @@ class CudaBackend final : public Backend {
   mutable std::mutex tq_mu_;
   mutable std::vector<std::pair<quant::CodecConfig, cuda::TqCodecDev>> tq_codecs_;
   TqMem tq_lens_, tq_ws_, tq_scratch_;
+
+  // Batched decode (cuda_backend_batch.cpp): pinned descriptor staging, device tables, workspace.
+  struct BatchMem;
+  static void free_batch_mem(BatchMem* m);
+  std::unique_ptr<BatchMem, void (*)(BatchMem*)> batch_{nullptr, free_batch_mem};
+  void batch_grow(int64_t n_desc, size_t ws_bytes);
+  const cuda::DecodeSeqDesc* batch_upload(const cuda::DecodeSeqDesc* d, int64_t n, int which);
 };
 
 }  // namespace tq

@@ -33,6 +33,7 @@ struct DecodeParams {
   const uint16_t* vs;
   int64_t seq_stride, head_stride;
   const int32_t* lens;
+  const DecodeSeqDesc* seqs;  // batched form: per-sequence pointers (then k .. lens unused)
   int n_head, G, n_split, n_sub;
   float qscale;  // softmax scale * log2(e)
   float cent[16];  // the shared K/V codebook
@@ -75,7 +76,26 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const DecodeParams 
   const int b = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gid = lane >> 2, tig = lane & 3;
   const int g0 = sub * 8, gn = min(8, p.G - g0);
-  const int L = p.lens[b];
+  // Sequence b's storage: its descriptor (batched form) or b * seq_stride into the arrays.
+  const uint8_t* kseq = p.k;
+  const uint8_t* vseq = p.v;
+  const uint16_t* ksseq = p.ks;
+  const uint16_t* vsseq = p.vs;
+  int64_t seq_base = int64_t(b) * p.seq_stride, head_stride = p.head_stride, qrow = b;
+  int L;
+  if (p.seqs) {
+    const DecodeSeqDesc& d = p.seqs[b];
+    kseq = static_cast<const uint8_t*>(d.k);
+    vseq = static_cast<const uint8_t*>(d.v);
+    ksseq = d.k_scale;
+    vsseq = d.v_scale;
+    seq_base = 0;
+    head_stride = d.head_stride;
+    qrow = d.row;
+    L = d.len;
+  } else {
+    L = p.lens[b];
+  }
   const int n_tiles = (L + S::TILE - 1) / S::TILE;
   const int tile_begin = int(int64_t(n_tiles) * split / p.n_split);
   const int tile_end = int(int64_t(n_tiles) * (split + 1) / p.n_split);
@@ -87,7 +107,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const DecodeParams 
     }
   }
   const int q_head0 = hk * p.G + g0;
-  const float* qsrc = p.q + (int64_t(b) * p.n_head + q_head0) * D;
+  const float* qsrc = p.q + (qrow * p.n_head + q_head0) * D;
   for (int i = tid; i < 8 * D; i += kThreads) qs[i] = i / D < gn ? qsrc[i] : 0.0f;
   __syncthreads();
   if constexpr (TQ) {  // y = D2 H D1 q / sqrt(D), all rows at once
@@ -128,11 +148,11 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const DecodeParams 
     }
   }
 
-  const int64_t base = int64_t(b) * p.seq_stride + int64_t(hk) * p.head_stride;
-  const uint8_t* kbase = p.k + base * S::TOKEN_BYTES + tig * (S::KW * 4);
-  const uint8_t* vbase = p.v + base * S::TOKEN_BYTES + gid * (S::VW * 4);
-  const uint16_t* ksb = TQ ? p.ks + base : nullptr;
-  const uint16_t* vsb = TQ ? p.vs + base : nullptr;
+  const int64_t base = seq_base + int64_t(hk) * head_stride;
+  const uint8_t* kbase = kseq + base * S::TOKEN_BYTES + tig * (S::KW * 4);
+  const uint8_t* vbase = vseq + base * S::TOKEN_BYTES + gid * (S::VW * 4);
+  const uint16_t* ksb = TQ ? ksseq + base : nullptr;
+  const uint16_t* vsb = TQ ? vsseq + base : nullptr;
   const uint32_t* my_lut = lut + lane;
 
   float m_run = kNegInf, l_run = 0.0f;  // row g = gid
@@ -309,7 +329,8 @@ struct MergeParams {
   const float* part_acc;
   const float* part_ml;
   float* out;
-  int n_split;
+  const DecodeSeqDesc* seqs;  // batched form: out row of each sequence
+  int n_split, n_head;
   uint32_t vsign_in[8], vsign_out[8];
 };
 
@@ -354,7 +375,9 @@ __global__ void __launch_bounds__(D) merge_kernel(const MergeParams p) {
     const float s = rsqrtf(float(D));
     a = y[c] * (sign_bit(p.vsign_in, c) ? -s : s);
   }
-  p.out[row * D + c] = a;
+  const int64_t orow =
+      p.seqs ? int64_t(p.seqs[row / p.n_head].row) * p.n_head + row % p.n_head : row;
+  p.out[orow * D + c] = a;
 }
 
 template <int D, bool TQ>
@@ -372,6 +395,7 @@ void launch(const DecodeAttnArgs& a, const AttnPlan& plan, cudaStream_t st) {
   p.seq_stride = a.seq_stride;
   p.head_stride = a.head_stride;
   p.lens = a.lens;
+  p.seqs = a.seqs;
   p.n_head = a.n_head;
   p.G = G;
   p.n_split = plan.n_split;
@@ -382,6 +406,8 @@ void launch(const DecodeAttnArgs& a, const AttnPlan& plan, cudaStream_t st) {
   mp.part_ml = p.part_ml;
   mp.out = a.out;
   mp.n_split = plan.n_split;
+  mp.n_head = a.n_head;
+  mp.seqs = a.seqs;
   if constexpr (TQ) {
     for (int i = 0; i < 16; ++i) {
       if (a.k_codec->centroids[i] != a.v_codec->centroids[i])
@@ -423,13 +449,13 @@ void decode_attention(const DecodeAttnArgs& a, const AttnPlan& plan, void* strea
   if (plan.kernel != AttnKernel::DecodeSplitK) raise(std::string("decode_attention: plan is ") + attn_kernel_name(plan.kernel));
   if (a.n_head % a.n_head_kv != 0) raise("decode_attention: bad head counts");
   const bool tq = a.format == KvFormat::TurboQuant;
-  if (tq && (!a.k_codec || !a.v_codec || !a.k_scale || !a.v_scale))
+  if (tq && (!a.k_codec || !a.v_codec || (!a.seqs && (!a.k_scale || !a.v_scale))))
     raise("decode_attention: TurboQuant needs codecs and scales");
   if (tq && tq128_supported(a)) {
     decode_attention_tq128(a, plan, stream);
     return;
   }
-  if (a.k_tail) raise("decode_attention: an exact tail needs TurboQuant, head_dim 128, aligned");
+  if (a.k_tail || a.seqs_tail) raise("decode_attention: an exact tail needs TurboQuant, head_dim 128, aligned");
   cudaStream_t st = as_stream(stream);
   switch (a.head_dim * 2 + (tq ? 1 : 0)) {
     case 128: launch<64, false>(a, plan, st); return;

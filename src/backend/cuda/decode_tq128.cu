@@ -60,6 +60,7 @@ struct TqParams {
   const float* vt;
   int64_t t_seq_stride, t_head_stride;
   const int32_t* tlens;
+  const DecodeSeqDesc* seqs;  // batched form: per-sequence pointers (then k .. tlens unused)
   int n_head, n_head_kv, G, n_split, n_total, n_sub;
   float qscale;
   int mode;  // benchmark knob (TQ_DECODE_MODE): 0 normal; 1 loads only (wrong results)
@@ -95,17 +96,44 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gid = lane >> 2, tig = lane & 3;
   const int g0 = sub * 8, gn = min(8, p.G - g0);
   const bool is_tail = split >= p.n_split;
-  const int L = p.lens[b];
+  // Sequence b's storage: its descriptor (batched form) or b * seq_stride into the arrays.
+  const uint8_t* kseq = p.k;
+  const uint8_t* vseq = p.v;
+  const uint16_t* ksseq = p.ks;
+  const uint16_t* vsseq = p.vs;
+  const float* ktseq = p.kt;
+  const float* vtseq = p.vt;
+  int64_t seq_base = int64_t(b) * p.seq_stride, head_stride = p.head_stride;
+  int64_t tail_base = int64_t(b) * p.t_seq_stride, tail_head_stride = p.t_head_stride, qrow = b;
+  int L, TL = 0;
+  if (p.seqs) {
+    const DecodeSeqDesc& d = p.seqs[b];
+    kseq = static_cast<const uint8_t*>(d.k);
+    vseq = static_cast<const uint8_t*>(d.v);
+    ksseq = d.k_scale;
+    vsseq = d.v_scale;
+    ktseq = d.k_tail;
+    vtseq = d.v_tail;
+    seq_base = tail_base = 0;
+    head_stride = d.head_stride;
+    tail_head_stride = d.tail_head_stride;
+    qrow = d.row;
+    L = d.len;
+    if (is_tail && d.k_tail) TL = d.tail_len;
+  } else {
+    L = p.lens[b];
+    if (is_tail && p.tlens) TL = p.tlens[b];
+  }
   const int units = (L + 7) / 8;
   const int s0 = 8 * int(int64_t(units) * split / p.n_split);
   const int end = is_tail ? 0 : min(L, 8 * int(int64_t(units) * (split + 1) / p.n_split));
   const int n_it = end > s0 ? (end - s0 + kStageTok - 1) / kStageTok : 0;
 
-  const int64_t base = int64_t(b) * p.seq_stride + int64_t(hk) * p.head_stride;
-  const uint8_t* krow = p.k + base * kRow;
-  const uint8_t* vrow = p.v + base * kRow;
-  const uint16_t* ksb = p.ks + base;
-  const uint16_t* vsb = p.vs + base;
+  const int64_t base = seq_base + int64_t(hk) * head_stride;
+  const uint8_t* krow = kseq + base * kRow;
+  const uint8_t* vrow = vseq + base * kRow;
+  const uint16_t* ksb = ksseq + base;
+  const uint16_t* vsb = vsseq + base;
 
   // Stage it (tokens s0 + 64 it ..): K rows, V rows, K scales, V scales as 4 bulk copies issued
   // by thread 0 on barrier full[it % kStages]. Scales are copied in whole 8-token groups (16 B);
@@ -122,9 +150,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
     bulk_copy(st + 2 * kStageTok * kRow + kStageTok * 2, vsb + tok, uint32_t(srows * 2), &full[slot]);
   };
   // Exact tail: chunks of 32 rows of K and V (32 KB), double-buffered over the table + stages.
-  const int TL = is_tail && p.tlens ? p.tlens[b] : 0;
   const int n_chunk = (TL + 31) / 32;
-  const int64_t tb = int64_t(b) * p.t_seq_stride + int64_t(hk) * p.t_head_stride;
+  const int64_t tb = tail_base + int64_t(hk) * tail_head_stride;
   float* tbuf = reinterpret_cast<float*>(smem);  // [2][K, V][32][D]
   auto issue_tail = [&](int ch) {
     if (ch < n_chunk) {
@@ -134,7 +161,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
         const int t = ch * 32 + r;
         if (t < TL)
           cp_async16(dst + which * 32 * D + r * D + c * 4,
-                     (which ? p.vt : p.kt) + (tb + t) * D + c * 4);
+                     (which ? vtseq : ktseq) + (tb + t) * D + c * 4);
       }
     }
     cp_commit();
@@ -156,7 +183,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
     }
   }
   const int q_head0 = hk * p.G + g0;
-  const float* qsrc = p.q + (int64_t(b) * p.n_head + q_head0) * D;
+  const float* qsrc = p.q + (qrow * p.n_head + q_head0) * D;
   for (int i = tid; i < 8 * D; i += kThreads) {
     const float x = i / D < gn ? qsrc[i] : 0.0f;
     qs[i] = sign_bit(p.ksign_in, i % D) ? -x : x;
@@ -481,7 +508,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   const float sc = rsqrtf(float(D));
   for (int i = tid; i < gn * D; i += kThreads) {
     const int g = i / D, c = i % D;
-    p.out[(int64_t(b) * p.n_head + q_head0 + g) * D + c] =
+    p.out[(qrow * p.n_head + q_head0 + g) * D + c] =
         y[i] * (sign_bit(p.vsign_in, c) ? -sc : sc);
   }
   if (tid == 0) p.counters[cidx] = 0;  // ready for the next launch
@@ -519,6 +546,7 @@ int tq128_blocks_per_sm() {
 }
 
 bool tq128_supported(const DecodeAttnArgs& a) {
+  if (a.seqs) return a.format == KvFormat::TurboQuant && a.head_dim == 128;  // caller-checked
   auto al16 = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; };
   return a.format == KvFormat::TurboQuant && a.head_dim == 128 && a.seq_stride % 8 == 0 &&
          a.head_stride % 8 == 0 && al16(a.k) && al16(a.v) && al16(a.k_scale) && al16(a.v_scale) &&
@@ -528,7 +556,7 @@ bool tq128_supported(const DecodeAttnArgs& a) {
 void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void* stream) {
   TqParams p{};
   const int G = a.n_head / a.n_head_kv;
-  const bool tail = a.k_tail != nullptr;
+  const bool tail = a.seqs ? a.seqs_tail : a.k_tail != nullptr;
   p.q = a.q;
   p.out = a.out;
   p.n_split = plan.n_split;
@@ -548,6 +576,7 @@ void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void*
   p.t_seq_stride = a.tail_seq_stride;
   p.t_head_stride = a.tail_head_stride;
   p.tlens = a.tail_lens;
+  p.seqs = a.seqs;
   p.n_head = a.n_head;
   p.n_head_kv = a.n_head_kv;
   p.G = G;

@@ -34,6 +34,21 @@ TqCodecDev make_tq_codec_dev(const quant::VectorCodec& codec);
 //   scale  at scales + i                  (fp16 bits, VectorCodec's scale)
 // Dense bf16 K/V use the same indexing with head_dim bf16 values per token.
 // Capacity rule: head_stride >= max length rounded up to 32 (tiles read whole 32-token slots).
+// One sequence of a batched decode (DecodeAttnArgs::seqs): its own K/V (codes, or bf16 rows),
+// scales (TurboQuant) and exact tail, each addressed as (h * head_stride + t) tokens from the
+// sequence's base pointers, so every sequence may be a separate allocation with its own capacity.
+// `row` is the sequence's row of q and out ([row, n_head, head_dim]).
+struct DecodeSeqDesc {
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const uint16_t* k_scale = nullptr;  // TurboQuant only
+  const uint16_t* v_scale = nullptr;
+  const float* k_tail = nullptr;      // exact tail rows (TurboQuant, head_dim 128), or null
+  const float* v_tail = nullptr;
+  int64_t head_stride = 0, tail_head_stride = 0;
+  int32_t len = 0, tail_len = 0, row = 0, pad = 0;
+};
+
 struct DecodeAttnArgs {
   const float* q = nullptr;  // [B, n_head, head_dim] f32
   float* out = nullptr;      // [B, n_head, head_dim] f32
@@ -57,6 +72,13 @@ struct DecodeAttnArgs {
   const float* v_tail = nullptr;
   int64_t tail_seq_stride = 0, tail_head_stride = 0;
   const int32_t* tail_lens = nullptr;
+  // Batched form: with `seqs` (device memory, `batch` descriptors) set, each sequence's pointers,
+  // strides, lengths and q/out row come from its descriptor and k .. tail_lens above are unused.
+  // seqs_tail: the TurboQuant head_dim-128 kernel runs its exact-tail split (descriptors with
+  // tail_len 0 or null tails contribute nothing there). The caller guarantees the tq128 kernel's
+  // alignment (16-byte pointers, head strides multiples of 8) for every descriptor.
+  const DecodeSeqDesc* seqs = nullptr;
+  bool seqs_tail = false;
 };
 // Bytes of workspace (room for plan.n_split splits plus one exact-tail split).
 size_t decode_attention_workspace(const AttnPlan& plan, int batch, int n_head, int head_dim);

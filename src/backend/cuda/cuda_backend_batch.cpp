@@ -1,0 +1,226 @@
+// CudaBackend::decode_attention_batch: one split-K decode launch per kind (dense bf16,
+// TurboQuant head_dim 128) for all one-token sequences of a step, each sequence described by a
+// cuda::DecodeSeqDesc (its own allocation, capacity, lengths, exact tail) in a table staged in a
+// pinned ring and uploaded with one async copy per launch. Nothing is allocated per step.
+#include <algorithm>
+#include <vector>
+
+#include "backend/cuda/cuda_backend_impl.h"
+#include "quant/vector_codec.h"
+
+namespace tq {
+
+// Pinned staging ring (slot i is rewritten only after the event of its last upload), the device
+// descriptor tables ([2][cap]: dense, TurboQuant) and the split-K workspace.
+struct CudaBackend::BatchMem {
+  static constexpr int kSlots = 64;
+  cuda::DecodeSeqDesc* pinned = nullptr;  // [kSlots][cap]
+  cudaEvent_t done[kSlots] = {};
+  bool used[kSlots] = {};
+  int next = 0;
+  int64_t cap = 0;
+  cuda::DecodeSeqDesc* dev = nullptr;
+  void* ws = nullptr;
+  size_t ws_cap = 0;
+  ~BatchMem() {
+    for (cudaEvent_t e : done)
+      if (e) cudaEventDestroy(e);
+    if (pinned) cudaFreeHost(pinned);
+    if (dev) cudaFree(dev);
+    if (ws) cudaFree(ws);
+  }
+};
+
+void CudaBackend::free_batch_mem(BatchMem* m) { delete m; }
+
+namespace {
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace
+
+void CudaBackend::batch_grow(int64_t n_desc, size_t ws_bytes) {
+  if (!batch_) batch_ = std::unique_ptr<BatchMem, void (*)(BatchMem*)>(new BatchMem, free_batch_mem);
+  BatchMem& m = *batch_;
+  if (n_desc > m.cap) {
+    CUDA_CHECK(cudaStreamSynchronize(stream_));  // queued copies and launches may read them
+    if (m.pinned) CUDA_CHECK(cudaFreeHost(m.pinned));
+    if (m.dev) {
+      CUDA_CHECK(cudaFree(m.dev));
+      allocated_ -= size_t(2 * m.cap) * sizeof(cuda::DecodeSeqDesc);
+    }
+    m.cap = std::max<int64_t>({n_desc, 2 * m.cap, 64});
+    CUDA_CHECK(cudaMallocHost(&m.pinned, size_t(BatchMem::kSlots * m.cap) * sizeof(cuda::DecodeSeqDesc)));
+    CUDA_CHECK(cudaMalloc(&m.dev, size_t(2 * m.cap) * sizeof(cuda::DecodeSeqDesc)));
+    allocated_ += size_t(2 * m.cap) * sizeof(cuda::DecodeSeqDesc);
+    for (int i = 0; i < BatchMem::kSlots; ++i) {
+      if (!m.done[i]) CUDA_CHECK(cudaEventCreateWithFlags(&m.done[i], cudaEventDisableTiming));
+      m.used[i] = false;
+    }
+  }
+  const size_t before = m.ws_cap;
+  ensure(m.ws, m.ws_cap, ws_bytes);
+  allocated_ += m.ws_cap - before;
+}
+
+// Copies n descriptors to device table `which` through the next pinned slot.
+const cuda::DecodeSeqDesc* CudaBackend::batch_upload(const cuda::DecodeSeqDesc* d, int64_t n,
+                                                     int which) {
+  BatchMem& m = *batch_;
+  const int slot = m.next;
+  m.next = (m.next + 1) % BatchMem::kSlots;
+  if (m.used[slot]) CUDA_CHECK(cudaEventSynchronize(m.done[slot]));
+  cuda::DecodeSeqDesc* host = m.pinned + slot * m.cap;
+  std::copy(d, d + n, host);
+  cuda::DecodeSeqDesc* dev = m.dev + which * m.cap;
+  CUDA_CHECK(cudaMemcpyAsync(dev, host, size_t(n) * sizeof(cuda::DecodeSeqDesc),
+                             cudaMemcpyHostToDevice, stream_));
+  CUDA_CHECK(cudaEventRecord(m.done[slot], stream_));
+  m.used[slot] = true;
+  return dev;
+}
+
+void CudaBackend::decode_attention_batch(std::span<const DecodeSeq> seqs, const float* q,
+                                         float* out, int64_t n_head, float scale) {
+  if (seqs.empty()) return;
+  // Partition: dense bf16 sequences of the first dense one's shape; TurboQuant ones of the first
+  // one's shape and codecs that meet the head_dim-128 kernel's alignment; the rest (other
+  // shapes, f32 K/V) go through the per-sequence ops.
+  std::vector<DecodeSeq> rest;
+  std::vector<cuda::DecodeSeqDesc> dense, tqd;
+  const DecodeSeq* d0 = nullptr;
+  const DecodeSeq* t0 = nullptr;
+  int64_t dense_max = 0, tq_max = 0;
+  bool tq_tail = false;
+  for (const DecodeSeq& s : seqs) {
+    TQ_CHECK(s.row >= 0 && s.row <= INT32_MAX);
+    if (s.kv.k) {
+      const KvStore& kv = s.kv;
+      TQ_CHECK(s.len >= 1 && s.len <= kv.cap && kv.cap <= INT32_MAX);
+      if (!d0 && kv.dtype == DType::BF16) d0 = &s;
+      if (!d0 || kv.dtype != DType::BF16 || kv.n_head_kv != d0->kv.n_head_kv ||
+          kv.head_dim != d0->kv.head_dim) {
+        rest.push_back(s);
+        continue;
+      }
+      cuda::DecodeSeqDesc d;
+      d.k = kv.k;
+      d.v = kv.v;
+      d.head_stride = kv.cap;
+      d.len = int32_t(s.len);
+      d.row = int32_t(s.row);
+      dense.push_back(d);
+      dense_max = std::max(dense_max, s.len);
+    } else {
+      const TqStore& st = s.tq;
+      TQ_CHECK(st.k_codes && st.k_codec && st.v_codec && s.n_rec >= 0 && s.n_exact >= 0);
+      TQ_CHECK(s.n_rec <= st.cap && s.n_rec + s.n_exact >= 1 && st.cap <= INT32_MAX);
+      TQ_CHECK(s.n_exact == 0 || (s.rows.k && s.rows.v && s.n_exact <= s.rows.cap));
+      const bool ok = st.head_dim == 128 && st.cap % 8 == 0 && aligned16(st.k_codes) &&
+                      aligned16(st.v_codes) && aligned16(st.k_scale) && aligned16(st.v_scale) &&
+                      (s.n_exact == 0 || (aligned16(s.rows.k) && aligned16(s.rows.v)));
+      if (ok && !t0) t0 = &s;
+      if (!ok || st.n_head_kv != t0->tq.n_head_kv ||
+          !(st.k_codec->config() == t0->tq.k_codec->config()) ||
+          !(st.v_codec->config() == t0->tq.v_codec->config())) {
+        rest.push_back(s);
+        continue;
+      }
+      cuda::DecodeSeqDesc d;
+      d.k = st.k_codes;
+      d.v = st.v_codes;
+      d.k_scale = st.k_scale;
+      d.v_scale = st.v_scale;
+      d.head_stride = st.cap;
+      d.len = int32_t(s.n_rec);
+      d.row = int32_t(s.row);
+      if (s.n_exact > 0) {
+        d.k_tail = s.rows.k;
+        d.v_tail = s.rows.v;
+        d.tail_head_stride = s.rows.cap;
+        d.tail_len = int32_t(s.n_exact);
+        tq_tail = true;
+      }
+      tqd.push_back(d);
+      tq_max = std::max(tq_max, s.n_rec);
+    }
+  }
+
+  // Plans, and the workspace for the most splits these heads get at any length (sized once per
+  // batch size: growing contexts allocate nothing).
+  auto plan_for = [&](const DecodeSeq& s0, int64_t batch, int64_t max_len, bool tq, bool tail) {
+    cuda::AttnShape sh;
+    sh.batch = batch;
+    sh.n_query = 1;
+    sh.n_head = n_head;
+    sh.n_head_kv = tq ? s0.tq.n_head_kv : s0.kv.n_head_kv;
+    sh.head_dim = tq ? s0.tq.head_dim : s0.kv.head_dim;
+    sh.max_len = max_len;
+    sh.format = tq ? cuda::KvFormat::TurboQuant : cuda::KvFormat::BF16;
+    sh.exact_tail = tail;
+    return std::make_pair(sh, cuda::choose_attention(info_, sh));
+  };
+  size_t ws = 0;
+  cuda::AttnPlan dense_plan, tq_plan;
+  cuda::TqCodecDev kc, vc;
+  auto need = [&](cuda::AttnShape sh, const cuda::AttnPlan& plan) {
+    sh.max_len = int64_t(1) << 40;
+    sh.exact_tail = false;
+    const cuda::AttnPlan most = cuda::choose_attention(info_, sh);
+    const cuda::AttnPlan& big = most.n_split > plan.n_split ? most : plan;
+    return cuda::decode_attention_workspace(big, int(sh.batch), int(n_head), int(sh.head_dim));
+  };
+  if (!dense.empty()) {
+    auto [sh, plan] = plan_for(*d0, int64_t(dense.size()), dense_max, false, false);
+    dense_plan = plan;
+    if (plan.kernel == cuda::AttnKernel::DecodeSplitK) {
+      ws = std::max(ws, need(sh, plan));
+    } else {  // no split-K kernel for this shape: per sequence
+      for (const DecodeSeq& s : seqs)
+        if (s.kv.k && s.kv.dtype == DType::BF16 && s.kv.n_head_kv == d0->kv.n_head_kv &&
+            s.kv.head_dim == d0->kv.head_dim)
+          rest.push_back(s);
+      dense.clear();
+    }
+  }
+  if (!tqd.empty()) {
+    kc = tq_codec(*t0->tq.k_codec);
+    vc = tq_codec(*t0->tq.v_codec);
+    auto [sh, plan] = plan_for(*t0, int64_t(tqd.size()), tq_max, true, tq_tail);
+    tq_plan = plan;
+    if (plan.kernel != cuda::AttnKernel::DecodeSplitK)
+      fail("CUDA decode_attention_batch: no TurboQuant decode kernel for this shape ({})",
+           cuda::attn_kernel_name(plan.kernel));
+    ws = std::max(ws, need(sh, plan));
+  }
+  if (!dense.empty() || !tqd.empty()) {
+    batch_grow(int64_t(std::max(dense.size(), tqd.size())), ws);
+    float* workspace = static_cast<float*>(batch_->ws);
+    // The launches run one after the other on the stream: they share the workspace.
+    for (int which = 0; which < 2; ++which) {
+      const std::vector<cuda::DecodeSeqDesc>& group = which ? tqd : dense;
+      if (group.empty()) continue;
+      const DecodeSeq& s0 = which ? *t0 : *d0;
+      cuda::DecodeAttnArgs a;
+      a.q = q;
+      a.out = out;
+      a.format = which ? cuda::KvFormat::TurboQuant : cuda::KvFormat::BF16;
+      a.batch = int(group.size());
+      a.n_head = int(n_head);
+      a.n_head_kv = int(which ? s0.tq.n_head_kv : s0.kv.n_head_kv);
+      a.head_dim = int(which ? s0.tq.head_dim : s0.kv.head_dim);
+      a.scale = scale;
+      a.workspace = workspace;
+      a.seqs = batch_upload(group.data(), int64_t(group.size()), which);
+      if (which) {
+        a.k_codec = &kc;
+        a.v_codec = &vc;
+        a.seqs_tail = tq_tail;
+      }
+      cuda::decode_attention(a, which ? tq_plan : dense_plan, stream_);
+    }
+  }
+  if (!rest.empty()) Backend::decode_attention_batch(rest, q, out, n_head, scale);
+}
+
+}  // namespace tq
