@@ -4,6 +4,8 @@
 // 4 * T * L / 2 * d * n_head (QK^T and PV, two flops per multiply-add, half the pairs visible).
 // Usage: bench_cuda_prefill [--csv FILE] [--tag SUFFIX] [--bf16-only] [--quick]. PyTorch SDPA is
 // measured by bench/bench_cuda_sdpa_prefill.py in the same device call and merged there.
+// TurboQuant rows: tq4 = H1's mma.sync kernel (TQ_PREFILL_WGMMA_TQ=0 is set here), tq4-wgmma =
+// the Hopper kernel (prefill_wgmma.h) called directly, when the device has it.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +15,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/prefill_attention.h"
+#include "backend/cuda/prefill_wgmma.h"
 #include "backend/cuda/tq_cuda.h"
 #include "quant/vector_codec.h"
 
@@ -29,9 +32,12 @@ struct Row {
 void run_prefill(void* p, void* stream) {
   cuda::prefill_attention(*static_cast<const cuda::PrefillAttnArgs*>(p), stream);
 }
+void run_wgmma(void* p, void* stream) {
+  cuda::prefill_attention_wgmma(*static_cast<const cuda::PrefillAttnArgs*>(p), stream);
+}
 
 Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCodecDev& kc,
-                  const cuda::TqCodecDev& vc, const std::string& tag) {
+                  const cuda::TqCodecDev& vc, const std::string& tag, bool wgmma = false) {
   const int n_head = 32, n_kv = 8, d = 128;
   const int64_t L = T, cap = (L + 63) / 64 * 64;
   const bool tq = fmt == cuda::KvFormat::TurboQuant;
@@ -64,12 +70,12 @@ Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCode
   a.head_stride = cap, a.T = T, a.L = L, a.n_head = n_head, a.n_head_kv = n_kv, a.head_dim = d;
   a.causal = true;
   cuda_synchronize();
-  cuda::prefill_attention(a);
+  (wgmma ? run_wgmma : run_prefill)(&a, nullptr);
   cuda::check_last_launch("prefill_attention");
   const int per_graph = T >= 16384 ? 2 : 10;
-  const double ms = cuda::time_graph_ms(run_prefill, &a, per_graph, 7);
+  const double ms = cuda::time_graph_ms(wgmma ? run_wgmma : run_prefill, &a, per_graph, 7);
   Row r;
-  r.kernel = std::string(tq ? "tq4" : "bf16") + tag;
+  r.kernel = std::string(tq ? (wgmma ? "tq4-wgmma" : "tq4") : "bf16") + tag;
   r.T = T, r.L = L, r.ms = ms;
   r.tflops = 4.0 * double(T) * double(L) / 2.0 * d * n_head / (ms * 1e-3) / 1e12;
   return r;
@@ -90,26 +96,32 @@ int main(int argc, char** argv) {
     std::printf("no usable CUDA GPU (%s)\n", cuda_device_summary().c_str());
     return 1;
   }
+  setenv("TQ_PREFILL_WGMMA_TQ", "0", 1);  // "tq4": H1's kernel; "tq4-wgmma" calls the new one
   auto be = make_cuda_backend();
+  const bool wg = cuda::prefill_wgmma_available();
   quant::TqFormat f;
   quant::VectorCodec kcodec(f.key_config()), vcodec(f.value_config());
   const cuda::TqCodecDev kc = cuda::make_tq_codec_dev(kcodec), vc = cuda::make_tq_codec_dev(vcodec);
   std::printf("%s\ncausal prefill attention, 32 q / 8 kv heads, d=128, batch 1; "
               "flops = 4 * T * L / 2 * d * n_head\n",
               cuda_device_summary().c_str());
-  std::printf("%-12s %7s %7s %10s %9s\n", "kernel", "T", "L", "ms", "TFLOP/s");
+  std::printf("%-14s %7s %7s %10s %9s\n", "kernel", "T", "L", "ms", "TFLOP/s");
   std::vector<Row> rows;
   std::vector<int64_t> sizes = {4096, 32768};
   if (quick) sizes = {4096};
-  for (int64_t T : sizes)
-    for (auto fmt : {cuda::KvFormat::BF16, cuda::KvFormat::TurboQuant}) {
-      if (bf16_only && fmt != cuda::KvFormat::BF16) continue;
-      Row r = bench_prefill(*be, fmt, T, kc, vc, tag);
-      std::printf("%-12s %7lld %7lld %10.3f %9.1f\n", r.kernel.c_str(), (long long)r.T,
-                  (long long)r.L, r.ms, r.tflops);
-      std::fflush(stdout);
-      rows.push_back(r);
-    }
+  auto one = [&](cuda::KvFormat fmt, int64_t T, bool direct) {
+    Row r = bench_prefill(*be, fmt, T, kc, vc, tag, direct);
+    std::printf("%-14s %7lld %7lld %10.3f %9.1f\n", r.kernel.c_str(), (long long)r.T,
+                (long long)r.L, r.ms, r.tflops);
+    std::fflush(stdout);
+    rows.push_back(r);
+  };
+  for (int64_t T : sizes) {
+    one(cuda::KvFormat::BF16, T, false);
+    if (bf16_only) continue;
+    one(cuda::KvFormat::TurboQuant, T, false);
+    if (wg) one(cuda::KvFormat::TurboQuant, T, true);
+  }
   if (!csv.empty()) {
     FILE* out = std::fopen(csv.c_str(), "w");
     if (!out) return 1;

@@ -461,6 +461,10 @@ void prefill_attention(const PrefillAttnArgs& a, void* stream) {
   if (tq) {
     bool same = true;  // the byte-pair table needs one codebook for K and V
     for (int i = 0; i < 16; ++i) same = same && p.kcent[i] == p.vcent[i];
+    // The Hopper wgmma kernel (prefill_wgmma.cu) decodes the codes in its producer warpgroup.
+    if (same && a.window == 0 && variant == 2 && prefill_wgmma_tq_enabled() &&
+        prefill_wgmma_handles(a) && prefill_wgmma_available(stream))
+      return prefill_attention_wgmma(a, stream);
     if (variant == 1 || !same) return launch<128, 64, 1, kTqF32, 3>(p, a.T, a.n_head, st);
     if (variant == 3) return launch<128, 32, 2, kTqLut, 2>(p, a.T, a.n_head, st);
     return launch<128, 64, 2, kTqLut, 2>(p, a.T, a.n_head, st);

@@ -45,7 +45,8 @@ struct PrefillAttnArgs {
 // it decodes to bf16. q is rounded to bf16 (fp16 for TurboQuant) after the scale is applied.
 // The environment variable TQ_PREFILL_VARIANT=1 or 3 picks older d=128 kernels (benchmarks).
 // bf16 at head_dim 128 without a window runs the Hopper wgmma kernel (prefill_wgmma.h) on an
-// sm_90 device unless TQ_PREFILL_WGMMA=0 (or a TQ_PREFILL_VARIANT is set).
+// sm_90 device unless TQ_PREFILL_WGMMA=0 (or a TQ_PREFILL_VARIANT is set); TurboQuant with one
+// codebook and no window runs its TurboQuant variant unless TQ_PREFILL_WGMMA_TQ=0.
 void prefill_attention(const PrefillAttnArgs& a, void* stream = nullptr);
 
 // Merges two partial attentions of the same queries over disjoint key sets, in place into

@@ -1,8 +1,9 @@
-// Hopper (sm_90a) prefill attention for dense bf16 K/V at head_dim 128 (prefill_wgmma.h):
-// warp-specialized blocks of 128 query rows: one producer warpgroup streams 128-key K/V tiles
-// by cp.async into 128B-swizzled shared memory (3 stages, mbarriers), two consumer warpgroups
-// (64 rows each) compute S = Q K^T with wgmma from shared memory, the online softmax in
-// registers (exp2), and O += P V with P as the register A operand of the second wgmma.
+// Hopper (sm_90a) prefill attention for dense bf16 or TurboQuant 4-bit K/V at head_dim 128
+// (prefill_wgmma.h): warp-specialized blocks of 128 query rows: one producer warpgroup fills
+// 128-key K/V tiles in 128B-swizzled shared memory (bf16: cp.async, 3 stages; TurboQuant: code
+// tiles and fp16 scales by cp.async into staging, decoded to fp16 tiles, 2 stages; mbarriers),
+// two consumer warpgroups (64 rows each) compute S = Q K^T with wgmma from shared memory, the
+// online softmax in registers (exp2), and O += P V with P as the register A operand.
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -15,29 +16,45 @@ namespace tq::cuda {
 namespace {
 
 // On by default: correct and 1.6-1.7x the mma.sync kernel on the H200 (TQ_PREFILL_WGMMA=0 turns
-// it off; bench/results/cuda-prefill-2026-11-30.md).
+// it off; bench/results/cuda-prefill-2026-11-30.md). TurboQuant: TQ_PREFILL_WGMMA_TQ.
 constexpr bool kDefaultOn = true;
+constexpr bool kTqDefaultOn = true;
 
-constexpr int kD = 128, kBM = 128, kBN = 128, kStages = 3;
+constexpr int kD = 128, kBM = 128, kBN = 128;
 constexpr int kThreads = 384;                 // producer warpgroup + 2 consumer warpgroups
-constexpr int kTileBytes = kBN * kD * 2;      // one K or V tile
+constexpr int kTileBytes = kBN * kD * 2;      // one K or V tile (16-bit values)
 constexpr int kQBytes = kBM * kD * 2;
-constexpr int kBarOff = kQBytes + kStages * 2 * kTileBytes;
-constexpr int kSmemBytes = kBarOff + 64 + 1024;  // + barriers + alignment slack
 constexpr float kLog2e = 1.4426950408889634f;
+
+// Shared memory: Q | kStages x (K, V) tiles | TurboQuant: 2 raw stages (K codes, V codes, K
+// scales, V scales), the byte-pair table (256 half2 x 32 lane copies) | mbarriers.
+template <bool kTq>
+struct WgCfg {
+  static constexpr int kStages = kTq ? 2 : 3;
+  static constexpr int kCodeBytes = kBN * kD / 2;
+  static constexpr int kRawStage = 2 * kCodeBytes + 4 * kBN;
+  static constexpr int kRawOff = kQBytes + kStages * 2 * kTileBytes;
+  static constexpr int kLutOff = kRawOff + (kTq ? 2 * kRawStage : 0);
+  static constexpr int kBarOff = kLutOff + (kTq ? 256 * 32 * 4 : 0);
+  static constexpr int kSmemBytes = kBarOff + 64 + 1024;  // + barriers + alignment slack
+  static_assert(kSmemBytes <= 232448, "over the sm_90 shared memory limit");
+};
 
 struct WgParams {
   const float* q;
   float* out;
   float* lse;
-  const uint8_t* k;
+  const uint8_t* k;  // bf16 rows or packed 4-bit codes
   const uint8_t* v;
+  const uint16_t* k_scale;  // TurboQuant fp16 scales
+  const uint16_t* v_scale;
   int64_t head_stride;
   int T, L, off;  // off = q_pos0 - k_pos0
   int n_head, group;
   bool causal;
   float q_mul;  // scale * log2(e)
   uint32_t v_lbo, v_sbo;  // V descriptor: 64-column half stride, 8-key group stride (bytes)
+  float cent[16];         // TurboQuant centroids (one codebook for K and V)
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -65,23 +82,45 @@ __device__ __forceinline__ uint64_t desc(uint32_t saddr, uint32_t lbo, uint32_t 
   "%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45," \
   "%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
 
-// d (m64n128, f32) = A B (+ d when acc): A and B K-major in shared memory.
+// d (m64n128, f32) = A B (+ d when acc): A and B K-major in shared memory; bf16 or fp16.
+template <bool kF16>
 __device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t da, uint64_t db, int acc) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
-      " wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " TQ_WG_R64
-      ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : TQ_WG_D64
-      : "l"(da), "l"(db), "r"(acc));
+  if constexpr (kF16)
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
+        " wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " TQ_WG_R64
+        ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : TQ_WG_D64
+        : "l"(da), "l"(db), "r"(acc));
+  else
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
+        " wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " TQ_WG_R64
+        ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : TQ_WG_D64
+        : "l"(da), "l"(db), "r"(acc));
 }
-// d += A B: A (64x16 bf16) in registers, B N-major (rows of the K dimension) in shared memory.
+// d += A B: A (64x16) in registers, B N-major (rows of the K dimension) in shared memory.
+template <bool kF16>
 __device__ __forceinline__ void wgmma_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n"
-      " wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " TQ_WG_R64
-      ", {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
-      : TQ_WG_D64
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+  if constexpr (kF16)
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n"
+        " wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " TQ_WG_R64
+        ", {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+        : TQ_WG_D64
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+  else
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n"
+        " wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " TQ_WG_R64
+        ", {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+        : TQ_WG_D64
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+template <bool kF16>
+__device__ __forceinline__ uint32_t pack16(float lo, float hi) {
+  return kF16 ? pack_half2(lo, hi) : pack_bf162(lo, hi);
 }
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() {
@@ -103,14 +142,17 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
 }
 #endif
 
+template <bool kTq>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using C = WgCfg<kTq>;
+  constexpr int kStages = C::kStages;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                              ~uintptr_t(1023));
   uint8_t* qs = smem;
   uint8_t* kv = smem + kQBytes;  // stage s: K at kv + 2 s kTileBytes, V right after
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kBarOff);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + C::kBarOff);
   uint64_t* empty = full + kStages;
 
   const int tid = threadIdx.x, wg = tid >> 7;
@@ -122,44 +164,122 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) mbar_init(full + s, 128), mbar_init(empty + s, 8);
   }
+  if constexpr (kTq) {
+    // Byte-pair table: entry e (codes e & 15, e >> 4) as half2, one copy per lane (bank = lane).
+    uint32_t* lut = reinterpret_cast<uint32_t*>(smem + C::kLutOff);
+    for (int i = tid; i < 256 * 32; i += kThreads) {
+      const int e = i >> 5;
+      lut[i] = pack_half2(p.cent[e & 15], p.cent[e >> 4]);
+    }
+  }
   __syncthreads();
 
   if (wg == 0) {
-    // ---- Producer: tile `it` into stage it % kStages once the consumers released it; a tile
-    // is published (after its copies landed, fenced for the async proxy) when the next is issued.
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-    const int64_t kv_base = int64_t(hk) * p.head_stride;
-    for (int it = 0; it < n_tiles; ++it) {
-      const int s = it % kStages;
-      if (it >= kStages) mbar_wait(empty + s, ((it / kStages) - 1) & 1);
-      uint8_t* ks = kv + s * 2 * kTileBytes;
-      uint8_t* vs = ks + kTileBytes;
+    if constexpr (kTq) {
+      // ---- TurboQuant producer: raw stage it & 1 holds tile it's codes (cp.async) and scales
+      // (loaded one tile ahead through registers; 0 past L, so those keys decode to zeros); the
+      // decode of tile it into stage it % kStages overlaps the copies of tile it + 1.
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n");
+      const int64_t kv_base = int64_t(hk) * p.head_stride;
+      const int lane = tid & 31;
+      uint8_t* raw = smem + C::kRawOff;
+      const uint32_t* lut = reinterpret_cast<const uint32_t*>(smem + C::kLutOff);
+      uint16_t sk = 0, sv = 0;
+      auto issue = [&](int it) {
+        uint8_t* rs = raw + (it & 1) * C::kRawStage;
 #pragma unroll 4
-      for (int i = tid; i < kBN * 16; i += 128) {
-        const int r = i >> 4, c = i & 15, j = it * kBN + r;
-        const bool ok = j < p.L;
-        const int64_t off = (kv_base + (ok ? j : 0)) * (kD * 2) + c * 16;
-        const uint32_t o = sw128(r, c, kBN);
-        cp_async16_zfill(ks + o, p.k + off, ok ? 16 : 0);
-        cp_async16_zfill(vs + o, p.v + off, ok ? 16 : 0);
-      }
+        for (int i = tid; i < kBN * 4; i += 128) {  // 128 rows x 4 chunks of 16 bytes
+          const int r = i >> 2, c = i & 3, j = it * kBN + r;
+          const bool ok = j < p.L;
+          const int64_t off = (kv_base + (ok ? j : 0)) * (kD / 2) + c * 16;
+          cp_async16_zfill(rs + r * 64 + c * 16, p.k + off, ok ? 16 : 0);
+          cp_async16_zfill(rs + C::kCodeBytes + r * 64 + c * 16, p.v + off, ok ? 16 : 0);
+        }
+      };
+      auto load_scales = [&](int it) {
+        const int j = it * kBN + tid;
+        sk = j < p.L ? p.k_scale[kv_base + j] : uint16_t(0);
+        sv = j < p.L ? p.v_scale[kv_base + j] : uint16_t(0);
+      };
+      auto store_scales = [&](int it) {
+        uint16_t* sc = reinterpret_cast<uint16_t*>(raw + (it & 1) * C::kRawStage + 2 * C::kCodeBytes);
+        sc[tid] = sk, sc[kBN + tid] = sv;
+      };
+      if (n_tiles > 0) issue(0), load_scales(0), store_scales(0);
       cp_commit();
-      if (it > 0) {
+      for (int it = 0; it < n_tiles; ++it) {
+        const int s = it % kStages;
+        const bool more = it + 1 < n_tiles;
+        if (more) issue(it + 1), load_scales(it + 1);
+        cp_commit();
         cp_wait<1>();
-        proxy_fence();
-        mbar_arrive(full + (it - 1) % kStages);
+        asm volatile("bar.sync 3, 128;\n" ::: "memory");  // tile it's codes and scales landed
+        if (it >= kStages) mbar_wait(empty + s, ((it / kStages) - 1) & 1);
+        const uint8_t* rs = raw + (it & 1) * C::kRawStage;
+        const uint16_t* sc = reinterpret_cast<const uint16_t*>(rs + 2 * C::kCodeBytes);
+        uint8_t* ks = kv + s * 2 * kTileBytes;
+#pragma unroll 2  // 4 spills at 56 registers
+        for (int i = tid; i < 2 * kBN * 16; i += 128) {  // (K, V) x 128 rows x 16 chunks of 8
+          const int which = i >> 11, r = (i >> 4) & (kBN - 1), c = i & 15;
+          const uint32_t code =
+              *reinterpret_cast<const uint32_t*>(rs + which * C::kCodeBytes + r * 64 + c * 4);
+          const __half2 s2 = __half2half2(__ushort_as_half(sc[which * kBN + r]));
+          uint32_t o[4];
+#pragma unroll
+          for (int b = 0; b < 4; ++b) {
+            uint32_t e = lut[((code >> (8 * b)) & 255) * 32 + lane];
+            __half2 x = __hmul2(*reinterpret_cast<__half2*>(&e), s2);
+            o[b] = *reinterpret_cast<uint32_t*>(&x);
+          }
+          *reinterpret_cast<uint4*>(ks + which * kTileBytes + sw128(r, c, kBN)) =
+              make_uint4(o[0], o[1], o[2], o[3]);
+        }
+        proxy_fence();  // generic-proxy writes, read by wgmma (async proxy)
+        mbar_arrive(full + s);
+        if (more) store_scales(it + 1);
+        asm volatile("bar.sync 3, 128;\n" ::: "memory");  // raw stage it & 1 free for tile it + 2
       }
-    }
-    if (n_tiles > 0) {
       cp_wait<0>();
-      proxy_fence();
-      mbar_arrive(full + (n_tiles - 1) % kStages);
+    } else {
+      // ---- Producer: tile `it` into stage it % kStages once the consumers released it; a tile
+      // is published (after its copies landed, fenced for the async proxy) when the next is issued.
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+      const int64_t kv_base = int64_t(hk) * p.head_stride;
+      for (int it = 0; it < n_tiles; ++it) {
+        const int s = it % kStages;
+        if (it >= kStages) mbar_wait(empty + s, ((it / kStages) - 1) & 1);
+        uint8_t* ks = kv + s * 2 * kTileBytes;
+        uint8_t* vs = ks + kTileBytes;
+#pragma unroll 4
+        for (int i = tid; i < kBN * 16; i += 128) {
+          const int r = i >> 4, c = i & 15, j = it * kBN + r;
+          const bool ok = j < p.L;
+          const int64_t off = (kv_base + (ok ? j : 0)) * (kD * 2) + c * 16;
+          const uint32_t o = sw128(r, c, kBN);
+          cp_async16_zfill(ks + o, p.k + off, ok ? 16 : 0);
+          cp_async16_zfill(vs + o, p.v + off, ok ? 16 : 0);
+        }
+        cp_commit();
+        if (it > 0) {
+          cp_wait<1>();
+          proxy_fence();
+          mbar_arrive(full + (it - 1) % kStages);
+        }
+      }
+      if (n_tiles > 0) {
+        cp_wait<0>();
+        proxy_fence();
+        mbar_arrive(full + (n_tiles - 1) % kStages);
+      }
     }
     return;
   }
 
   // ---- Consumers: warpgroup cw owns rows r0 .. r0 + 63.
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+  if constexpr (kTq)
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n");
+  else
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
   const int cw = wg - 1, ct = tid & 127, warp = ct >> 5, lane = tid & 31;
   const int g = lane >> 2, c4 = lane & 3;
   const int r0 = m0 + cw * 64;
@@ -170,8 +290,8 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
       const float4* src = reinterpret_cast<const float4*>(p.q + (int64_t(t) * p.n_head + h) * kD + c * 8);
       const float4 a = __ldg(src), b = __ldg(src + 1);
       const float s = p.q_mul;
-      w = make_uint4(pack_bf162(a.x * s, a.y * s), pack_bf162(a.z * s, a.w * s),
-                     pack_bf162(b.x * s, b.y * s), pack_bf162(b.z * s, b.w * s));
+      w = make_uint4(pack16<kTq>(a.x * s, a.y * s), pack16<kTq>(a.z * s, a.w * s),
+                     pack16<kTq>(b.x * s, b.y * s), pack16<kTq>(b.z * s, b.w * s));
     }
     *reinterpret_cast<uint4*>(qs + sw128(cw * 64 + r, c, kBM)) = w;
   }
@@ -196,7 +316,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
 #pragma unroll
       for (int kk = 0; kk < kD / 16; ++kk) {
         const uint32_t half = kk >> 2, col = (kk & 3) * 32;
-        wgmma_ss(d, desc(q_addr + half * kBM * 128 + col, 16, 1024),
+        wgmma_ss<kTq>(d, desc(q_addr + half * kBM * 128 + col, 16, 1024),
                  desc(k_addr + half * kBN * 128 + col, 16, 1024), kk > 0);
       }
       wg_commit();
@@ -235,19 +355,19 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
         }
         l_run[r] = l_run[r] * alpha + sum;
       }
-      // P (bf16) as the A fragments of k-step kk: key columns 16 kk .. 16 kk + 15.
+      // P (bf16 / fp16) as the A fragments of k-step kk: key columns 16 kk .. 16 kk + 15.
       uint32_t pa[kBN / 16][4];
 #pragma unroll
       for (int kk = 0; kk < kBN / 16; ++kk) {
-        pa[kk][0] = pack_bf162(d[8 * kk + 0], d[8 * kk + 1]);
-        pa[kk][1] = pack_bf162(d[8 * kk + 2], d[8 * kk + 3]);
-        pa[kk][2] = pack_bf162(d[8 * kk + 4], d[8 * kk + 5]);
-        pa[kk][3] = pack_bf162(d[8 * kk + 6], d[8 * kk + 7]);
+        pa[kk][0] = pack16<kTq>(d[8 * kk + 0], d[8 * kk + 1]);
+        pa[kk][1] = pack16<kTq>(d[8 * kk + 2], d[8 * kk + 3]);
+        pa[kk][2] = pack16<kTq>(d[8 * kk + 4], d[8 * kk + 5]);
+        pa[kk][3] = pack16<kTq>(d[8 * kk + 6], d[8 * kk + 7]);
       }
       wg_fence();
 #pragma unroll
       for (int kk = 0; kk < kBN / 16; ++kk)
-        wgmma_rs(o, pa[kk], desc(v_addr + kk * 16 * 128, p.v_lbo, p.v_sbo));
+        wgmma_rs<kTq>(o, pa[kk], desc(v_addr + kk * 16 * 128, p.v_lbo, p.v_sbo));
       wg_commit();
       wg_wait0();
       keep(o);
@@ -312,8 +432,17 @@ bool prefill_wgmma_available(void* stream) {
 }
 
 bool prefill_wgmma_handles(const PrefillAttnArgs& a) {
-  return a.format == KvFormat::BF16 && a.head_dim == 128 && a.window == 0 && a.T >= 1 &&
-         a.n_head > 0 && a.n_head_kv > 0 && a.n_head % a.n_head_kv == 0;
+  if (a.head_dim != 128 || a.window != 0 || a.T < 1 || a.n_head <= 0 || a.n_head_kv <= 0 ||
+      a.n_head % a.n_head_kv != 0)
+    return false;
+  if (a.format == KvFormat::BF16) return true;
+  if (a.format != KvFormat::TurboQuant || !a.k_codec || !a.v_codec || !a.k_scale || !a.v_scale)
+    return false;
+  const TqCodecDev &kc = *a.k_codec, &vc = *a.v_codec;
+  if (kc.bits != 4 || vc.bits != 4 || kc.head_dim != 128 || vc.head_dim != 128) return false;
+  for (int i = 0; i < 16; ++i)
+    if (kc.centroids[i] != vc.centroids[i]) return false;
+  return true;
 }
 
 bool prefill_wgmma_enabled() {
@@ -324,32 +453,55 @@ bool prefill_wgmma_enabled() {
   return on;
 }
 
+bool prefill_wgmma_tq_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("TQ_PREFILL_WGMMA_TQ");
+    return e && *e ? std::atoi(e) != 0 : kTqDefaultOn;
+  }();
+  return on;
+}
+
+namespace {
+template <bool kTq>
+void launch_wgmma(const WgParams& p, int64_t T, int n_head, cudaStream_t st) {
+  constexpr int bytes = WgCfg<kTq>::kSmemBytes;
+  static bool attr = false;  // per instantiation; the kernels run on one device
+  if (!attr) {
+    CUDA_CHECK(cudaFuncSetAttribute(prefill_wgmma_kernel<kTq>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    attr = true;
+  }
+  const int64_t mb = (T + kBM - 1) / kBM;
+  if (mb > 65535) raise("prefill_attention_wgmma: T=" + std::to_string(T) + " exceeds the grid");
+  prefill_wgmma_kernel<kTq><<<dim3(unsigned(n_head), unsigned(mb)), kThreads, bytes, st>>>(p);
+  CUDA_CHECK(cudaGetLastError());
+}
+}  // namespace
+
 void prefill_attention_wgmma(const PrefillAttnArgs& a, void* stream) {
   if (!prefill_wgmma_handles(a)) raise("prefill_attention_wgmma: unsupported shape or format");
   if (!prefill_wgmma_available(stream)) raise("prefill_attention_wgmma: needs an sm_90 device");
   const int64_t big = int64_t(1) << 29;
   if (a.T >= big || a.L < 0 || a.L >= big || std::llabs(a.q_pos0) >= big ||
-      std::llabs(a.k_pos0) >= big || (a.L > 0 && a.head_stride < a.L))
+      std::llabs(a.k_pos0) >= big || (a.L > 0 && a.head_stride < a.L) ||
+      a.head_stride >= (int64_t(1) << 40))
     raise("prefill_attention_wgmma: positions or lengths out of range");
+  const bool tq = a.format == KvFormat::TurboQuant;
   WgParams p{};
   p.q = a.q, p.out = a.out, p.lse = a.lse;
   p.k = static_cast<const uint8_t*>(a.k), p.v = static_cast<const uint8_t*>(a.v);
+  p.k_scale = a.k_scale, p.v_scale = a.v_scale;
   p.head_stride = a.head_stride, p.T = int(a.T), p.L = int(a.L), p.off = int(a.q_pos0 - a.k_pos0);
   p.n_head = a.n_head, p.group = a.n_head / a.n_head_kv, p.causal = a.causal;
   const float scale = a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(float(kD));
   p.q_mul = scale * kLog2e;
   p.v_lbo = kBN * 128, p.v_sbo = 1024;
-  static bool attr = false;
-  if (!attr) {
-    CUDA_CHECK(cudaFuncSetAttribute(prefill_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    kSmemBytes));
-    attr = true;
-  }
-  const int64_t mb = (a.T + kBM - 1) / kBM;
-  if (mb > 65535) raise("prefill_attention_wgmma: T=" + std::to_string(a.T) + " exceeds the grid");
-  prefill_wgmma_kernel<<<dim3(unsigned(a.n_head), unsigned(mb)), kThreads, kSmemBytes,
-                         as_stream(stream)>>>(p);
-  CUDA_CHECK(cudaGetLastError());
+  if (tq)
+    for (int i = 0; i < 16; ++i) p.cent[i] = a.k_codec->centroids[i];
+  if (tq)
+    launch_wgmma<true>(p, a.T, a.n_head, as_stream(stream));
+  else
+    launch_wgmma<false>(p, a.T, a.n_head, as_stream(stream));
 }
 
 }  // namespace tq::cuda

@@ -1,6 +1,7 @@
 // Hopper prefill attention kernel (prefill_wgmma.cu): the PrefillAttnArgs contract of
-// prefill_attention.h, for dense bf16 K/V at head_dim 128 without a sliding window, built for
-// sm_90a (wgmma). prefill_attention() routes to it when it applies and is enabled.
+// prefill_attention.h, for dense bf16 or TurboQuant 4-bit (one codebook for K and V, decoded to
+// fp16) K/V at head_dim 128 without a sliding window, built for sm_90a (wgmma).
+// prefill_attention() routes to it when it applies and is enabled.
 #pragma once
 
 #include "backend/cuda/prefill_attention.h"
@@ -11,12 +12,15 @@ namespace tq::cuda {
 // probe launch; false while the stream is being captured before that check has run).
 bool prefill_wgmma_available(void* stream = nullptr);
 
-// True when the kernel handles `a`: bf16, head_dim 128, window 0, T >= 1 (availability aside).
+// True when the kernel handles `a`: head_dim 128, window 0, T >= 1, and bf16 or TurboQuant with
+// 4-bit codecs sharing their centroids and both scale arrays (availability aside).
 bool prefill_wgmma_handles(const PrefillAttnArgs& a);
 
 // Whether prefill_attention() uses the kernel for the shapes it handles: the environment
 // variable TQ_PREFILL_WGMMA=1 / 0 forces it on / off, else the built-in default.
 bool prefill_wgmma_enabled();
+// The same for TurboQuant K/V: TQ_PREFILL_WGMMA_TQ=1 / 0, else the built-in default.
+bool prefill_wgmma_tq_enabled();
 
 // Queues the attention with the Hopper kernel. Throws tq::Error when it is unavailable or does
 // not handle `a`. The caller (prefill_attention) has validated lengths and positions.

@@ -1,7 +1,8 @@
 // The Hopper prefill kernel (prefill_wgmma.h) called directly against a double-precision CPU
-// reference: bf16 K/V, d=128, causal chunks after cached keys (q_pos0 > 0, keys starting later),
-// odd T and L, non-causal, GQA, no keys, lse. Fresh random inputs, outputs poisoned with NaN,
-// shared memory poisoned, NaN bit patterns in cache slots past L. Skips off sm_90.
+// reference: bf16 K/V and TurboQuant 4-bit codes (decoded on the CPU), d=128, causal chunks
+// after cached keys (q_pos0 > 0, keys starting later), odd T and L, non-causal, GQA, no keys,
+// lse. Fresh random inputs, outputs poisoned with NaN, shared memory poisoned, NaN bit patterns
+// in cache slots past L. Skips off sm_90.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "backend/cuda/prefill_wgmma.h"
 #include "backend/cuda/tq_cuda.h"
 #include "gpu_test_util.h"
+#include "quant/vector_codec.h"
 
 namespace tq::test {
 namespace {
@@ -57,6 +59,94 @@ void attend(const WgCase& c, int64_t stride, const std::vector<float>& q, const 
     }
 }
 
+// Compares out / lse with the reference; rows that see no key must be zero with lse -inf.
+void compare(const WgCase& c, const char* kind, const std::vector<float>& out,
+             const std::vector<float>& lse, const std::vector<double>& ref,
+             const std::vector<double>& lref) {
+  constexpr int d = 128;
+  const double err = rel_err(out, ref);
+  double lerr = 0;
+  int64_t bad = 0;
+  for (size_t i = 0; i < lref.size(); ++i) {
+    if (lref[i] == -INFINITY) {
+      bad += lse[i] != -INFINITY;
+      for (int x = 0; x < d; ++x) bad += out[i * d + size_t(x)] != 0.0f;
+      continue;
+    }
+    lerr = std::max(lerr, std::isfinite(lse[i]) ? std::abs(lse[i] - lref[i]) : INFINITY);
+  }
+  char what[220];
+  std::snprintf(what, sizeof what, "%s heads %d/%d T=%lld L=%lld q_pos0=%lld k_pos0=%lld %s", kind,
+                c.n_head, c.n_kv, (long long)c.T, (long long)c.L, (long long)c.q_pos0,
+                (long long)c.k_pos0, c.causal ? "causal" : "non-causal");
+  std::printf("wgmma %s: rel err %.2e, lse max err %.2e\n", what, err, lerr);
+  EXPECT_LT(err, 1e-2) << what;
+  EXPECT_LT(lerr, 5e-2) << what;
+  EXPECT_EQ(bad, 0) << what << ": rows that see no key must be zero with lse -inf";
+}
+
+// fp16 bits to float (normal numbers and zero only: the test's scales).
+float half_bits(uint16_t b) {
+  if ((b & 0x7FFF) == 0) return 0.0f;
+  return std::ldexp(1.0f + float(b & 0x3FF) / 1024.0f, int((b >> 10) & 31) - 15) * ((b & 0x8000) ? -1.0f : 1.0f);
+}
+
+// TurboQuant 4-bit K/V: random codes and fp16 scales (NaN scales, random codes past L), decoded
+// on the CPU as centroid[code] * scale with the codec's centroids.
+void check_tq(Backend& be, const WgCase& c) {
+  constexpr int d = 128;
+  quant::TqFormat f;
+  f.head_dim = d;
+  f.key_seed = rng()();
+  f.value_seed = rng()();
+  quant::VectorCodec kcodec(f.key_config()), vcodec(f.value_config());
+  const cuda::TqCodecDev kc = cuda::make_tq_codec_dev(kcodec), vc = cuda::make_tq_codec_dev(vcodec);
+  ASSERT_TRUE(std::equal(kc.centroids, kc.centroids + 16, vc.centroids));
+  double ms = 0;
+  for (float x : kc.centroids) ms += double(x) * x / 16;
+  const int64_t stride = c.L + 23;
+  std::vector<uint8_t> kcode(size_t(c.n_kv * stride * d / 2)), vcode(kcode.size());
+  for (auto& x : kcode) x = uint8_t(rng()());
+  for (auto& x : vcode) x = uint8_t(rng()());
+  std::vector<uint16_t> ks(size_t(c.n_kv * stride), 0x7E00), vs(ks.size(), 0xFE00);  // NaN
+  std::vector<float> k(size_t(c.n_kv * stride * d), 0.0f), v(k.size(), 0.0f);
+  // Scales about 1 / rms(centroids) (values of unit size), exponent spread over x0.5 .. x4.
+  const int e0 = int(std::floor(std::log2(1.0 / std::sqrt(ms)))) + 15;
+  for (int h = 0; h < c.n_kv; ++h)
+    for (int64_t j = 0; j < c.L; ++j) {
+      const size_t slot = size_t(h * stride + j);
+      ks[slot] = uint16_t((e0 - 1 + int(rng()() % 4)) << 10 | (rng()() & 0x3FF));
+      vs[slot] = uint16_t((e0 - 1 + int(rng()() % 3)) << 10 | (rng()() & 0x3FF));
+      const float sk = half_bits(ks[slot]), sv = half_bits(vs[slot]);
+      for (int i = 0; i < d; ++i) {
+        const int bk = kcode[slot * (d / 2) + size_t(i / 2)], bv = vcode[slot * (d / 2) + size_t(i / 2)];
+        k[slot * d + size_t(i)] = kc.centroids[(i & 1) ? bk >> 4 : bk & 15] * sk;
+        v[slot * d + size_t(i)] = vc.centroids[(i & 1) ? bv >> 4 : bv & 15] * sv;
+      }
+    }
+  auto q = randn(size_t(c.T * c.n_head * d));
+  std::vector<double> ref, lref;
+  attend(c, stride, q, k, v, ref, lref);
+  DeviceBuffer qd = to_dev(be, q), kd = to_dev(be, kcode), vd = to_dev(be, vcode);
+  DeviceBuffer ksd = to_dev(be, ks), vsd = to_dev(be, vs);
+  DeviceBuffer od = poisoned(be, ref.size()), ld = poisoned(be, lref.size());
+  cuda::PrefillAttnArgs a;
+  a.q = qd.f32(), a.out = od.f32(), a.lse = ld.f32();
+  a.format = cuda::KvFormat::TurboQuant, a.k = kd.data(), a.v = vd.data();
+  a.k_scale = static_cast<const uint16_t*>(ksd.data());
+  a.v_scale = static_cast<const uint16_t*>(vsd.data());
+  a.k_codec = &kc, a.v_codec = &vc;
+  a.head_stride = stride, a.T = c.T, a.L = c.L, a.n_head = c.n_head, a.n_head_kv = c.n_kv;
+  a.head_dim = d, a.q_pos0 = c.q_pos0, a.k_pos0 = c.k_pos0, a.causal = c.causal;
+  ASSERT_TRUE(cuda::prefill_wgmma_handles(a));
+  for (int rep = 0; rep < 2; ++rep) {
+    cuda::poison_shared_memory();
+    cuda::prefill_attention_wgmma(a);
+  }
+  cuda::check_last_launch("prefill_attention_wgmma (TurboQuant)");
+  compare(c, "tq4", from_dev(be, od, ref.size()), from_dev(be, ld, lref.size()), ref, lref);
+}
+
 void check(Backend& be, const WgCase& c) {
   constexpr int d = 128;
   const int64_t stride = c.L + 29;  // odd stride; slots past L hold NaN patterns
@@ -84,26 +174,7 @@ void check(Backend& be, const WgCase& c) {
     cuda::prefill_attention_wgmma(a);
   }
   cuda::check_last_launch("prefill_attention_wgmma");
-  auto out = from_dev(be, od, ref.size()), lse = from_dev(be, ld, lref.size());
-  const double err = rel_err(out, ref);
-  double lerr = 0;
-  int64_t bad = 0;
-  for (size_t i = 0; i < lref.size(); ++i) {
-    if (lref[i] == -INFINITY) {
-      bad += lse[i] != -INFINITY;
-      for (int x = 0; x < d; ++x) bad += out[i * d + size_t(x)] != 0.0f;
-      continue;
-    }
-    lerr = std::max(lerr, std::isfinite(lse[i]) ? std::abs(lse[i] - lref[i]) : INFINITY);
-  }
-  char what[200];
-  std::snprintf(what, sizeof what, "heads %d/%d T=%lld L=%lld q_pos0=%lld k_pos0=%lld %s", c.n_head,
-                c.n_kv, (long long)c.T, (long long)c.L, (long long)c.q_pos0, (long long)c.k_pos0,
-                c.causal ? "causal" : "non-causal");
-  std::printf("wgmma %s: rel err %.2e, lse max err %.2e\n", what, err, lerr);
-  EXPECT_LT(err, 1e-2) << what;
-  EXPECT_LT(lerr, 5e-2) << what;
-  EXPECT_EQ(bad, 0) << what << ": rows that see no key must be zero with lse -inf";
+  compare(c, "bf16", from_dev(be, od, ref.size()), from_dev(be, ld, lref.size()), ref, lref);
 }
 
 TEST(CudaPrefillWgmma, MatchesDoubleReference) {
@@ -120,6 +191,22 @@ TEST(CudaPrefillWgmma, MatchesDoubleReference) {
   check(*be, {4, 1, 1, 1});                     // one query, one key
   check(*be, {4, 2, 129, 0, 0, 0, false});      // no keys at all
   check(*be, {4, 2, 130, 200, 70});             // causal, partial last tiles
+}
+
+TEST(CudaPrefillWgmma, TurboQuantMatchesCpuDecodedReference) {
+  TQ_REQUIRE_GPU();
+  auto be = make_cuda_backend();
+  if (!cuda::prefill_wgmma_available()) GTEST_SKIP() << "not an sm_90 device";
+  check_tq(*be, {2, 1, 4096, 4096});             // causal 4K
+  check_tq(*be, {8, 2, 1001, 1001});             // odd T = L
+  check_tq(*be, {32, 8, 77, 1077, 1000});        // chunk after 1000 cached keys (q_pos0 > 0)
+  check_tq(*be, {8, 8, 300, 517, 517, 300});     // keys start at position 300
+  check_tq(*be, {4, 2, 20, 15, 0, 5});           // the first 5 queries see no key
+  check_tq(*be, {16, 2, 65, 333, 0, 0, false});  // non-causal (records before the chunk)
+  check_tq(*be, {32, 8, 300, 2001, 0, 0, false});
+  check_tq(*be, {4, 1, 1, 1});                   // one query, one key
+  check_tq(*be, {4, 2, 129, 0, 0, 0, false});    // no keys at all
+  check_tq(*be, {4, 2, 131, 259, 128});          // causal, partial last tiles
 }
 
 }  // namespace
