@@ -200,6 +200,11 @@ void CudaBackend::swiglu_down_add(float* gate, const float* up, int64_t T, const
                                   float* x, float* scratch) {
   TQ_CHECK(down.dtype == DType::BF16);
   if (T <= 0) return;
+  if (T == 1 && cuda::gemv_supported(gate, down.cols) && cuda::gemv_supported(up, down.cols) &&
+      cuda::gemv_fuses_swiglu(down.cols)) {
+    const cuda::GemvPart part{down.buf.data(), x, nullptr, down.rows};
+    return cuda::launch_gemv_swiglu(part, gate, up, down.cols, true, stream_);
+  }
   if (T == 1 && cuda::gemv_supported(gate, down.cols)) {
     cuda::launch_swiglu(gate, up, gate, down.cols, stream_);
     const cuda::GemvPart part{down.buf.data(), x, nullptr, down.rows};

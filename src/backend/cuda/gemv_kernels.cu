@@ -3,6 +3,8 @@
 // up to kMaxGemvParts weights on the same x in one launch (q/k/v, gate/up), optionally on
 // RMSNorm(x) computed in the same launch.
 #include <algorithm>
+#include <cstdlib>
+#include <mutex>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/ops_kernels.h"
@@ -139,6 +141,216 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   }
 }
 
+// v2 (TQ_GEMV=2, the default): the block stages its input once in shared memory (normed, or
+// silu(gate) * up for the down projection) after issuing its first weight loads, so that the
+// staging overlaps their latency; lanes keep eight 16-byte chunks in flight, 4 blocks of 256
+// threads per SM. The staged input is split into the low and high float4 of every 8-value
+// chunk (xs[c], xs[K/8 + c]): a warp's reads of consecutive chunks are then conflict-free.
+// With many row groups (LM head, gate/up) the grid is one wave of resident blocks, each looping
+// over groups (the input is staged once per block, not once per group); the next group's
+// first loads are issued before the current group's reduction.
+enum class GemvIn { Plain, Norm, Swiglu };
+constexpr int kStagedUnroll = 8;
+constexpr int kStagedBlocksPerSm = 4;  // <= 64 registers: 4 x 256 threads resident per SM
+
+template <int kRows, GemvIn kIn>
+__global__ void __launch_bounds__(kGemvWarps * 32, kStagedBlocksPerSm)
+    gemv_staged_kernel(const GemvArgs a, const float* __restrict__ x,
+                       const float* __restrict__ x2, int64_t K, bool accumulate) {
+  constexpr int kSplit = kGemvWarps / kRows;
+  extern __shared__ float4 xs[];  // K / 4: the chunks' low halves, then their high halves
+  __shared__ float red[2][kGemvWarps];  // row partial sums, alternating between groups
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t N = TQ_GEMV_PICK(a.row_end, a.n_part - 1);
+  const int64_t groups = (N + kRows - 1) / kRows;
+  const int part = warp % kSplit;
+  const int64_t n8 = K / 8, K4 = K / 4;
+  const int64_t c0 = n8 * part / kSplit, c1 = n8 * (part + 1) / kSplit;
+  // This warp's row of group g (null past the last row) and its first batch of loads. Every
+  // batch is kStagedUnroll chunks per lane, the last one predicated (no serial tail loop).
+  uint4 wv[kStagedUnroll];
+  auto start = [&](int64_t g, const uint4*& w) {
+    const int64_t row = g * kRows + warp / kSplit;
+    w = nullptr;
+    if (g >= groups || row >= N) return;
+    int64_t local;
+    const int p = part_of(row, a.n_part, a.row_end[0], a.row_end[1], local);
+    w = reinterpret_cast<const uint4*>(TQ_GEMV_PICK(a.w, p) + local * K);
+#pragma unroll
+    for (int u = 0; u < kStagedUnroll; ++u)
+      if (c0 + lane + 32 * u < c1) wv[u] = __ldcs(w + c0 + lane + 32 * u);
+  };
+  int64_t g = blockIdx.x;
+  const uint4* w;
+  start(g, w);
+  const float4* xv = reinterpret_cast<const float4*>(x);
+  auto put = [&](int64_t i, float4 v) { xs[(i & 1) * n8 + (i >> 1)] = v; };
+  if constexpr (kIn == GemvIn::Norm) {
+    const float4* nv = reinterpret_cast<const float4*>(a.norm_w);
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < K4; i += blockDim.x) {
+      const float4 v = __ldg(xv + i);
+      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) red[1][warp] = ss;
+    __syncthreads();
+    float total = 0.0f;
+#pragma unroll
+    for (int q = 0; q < kGemvWarps; ++q) total += red[1][q];
+    const float inv = 1.0f / sqrtf(total / float(K) + a.eps);
+    for (int64_t i = threadIdx.x; i < K4; i += blockDim.x) {
+      const float4 v = normed(__ldg(xv + i), __ldg(nv + i), inv);
+      put(i, v);
+      if (blockIdx.x == 0) reinterpret_cast<float4*>(a.h_out)[i] = v;
+    }
+  } else if constexpr (kIn == GemvIn::Swiglu) {
+    const float4* uv = reinterpret_cast<const float4*>(x2);
+    for (int64_t i = threadIdx.x; i < K4; i += blockDim.x) {
+      const float4 gt = __ldg(xv + i), u = __ldg(uv + i);
+      put(i, make_float4(gt.x / (1.0f + expf(-gt.x)) * u.x, gt.y / (1.0f + expf(-gt.y)) * u.y,
+                         gt.z / (1.0f + expf(-gt.z)) * u.z, gt.w / (1.0f + expf(-gt.w)) * u.w));
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < K4; i += blockDim.x) put(i, __ldg(xv + i));
+  }
+  __syncthreads();  // xs is complete; red[1] (the norm's sums) has been read by every thread
+  const float4* xlo = xs;
+  const float4* xhi = xs + n8;
+  for (int it = 0; g < groups; ++it, g += gridDim.x) {
+    float acc = 0.0f;
+    if (w) {
+      for (int64_t c = c0 + lane;;) {
+#pragma unroll
+        for (int u = 0; u < kStagedUnroll; ++u)
+          if (c + 32 * u < c1) acc += dot8(wv[u], xlo[c + 32 * u], xhi[c + 32 * u]);
+        c += 32 * kStagedUnroll;
+        if (c >= c1) break;
+#pragma unroll
+        for (int u = 0; u < kStagedUnroll; ++u)
+          if (c + 32 * u < c1) wv[u] = __ldcs(w + c + 32 * u);
+      }
+    }
+    start(g + gridDim.x, w);  // the next group's first loads, in flight from here
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    float* rb = red[it & 1];
+    if (lane == 0) rb[warp] = acc;
+    // One barrier per group: red alternates, so the next group's writes (after this barrier)
+    // never meet this group's reads (before the next one).
+    __syncthreads();
+    if (threadIdx.x < kRows) {
+      const int64_t r = g * kRows + threadIdx.x;
+      if (r < N) {
+        float s = 0.0f;
+#pragma unroll
+        for (int q = 0; q < kSplit; ++q) s += rb[threadIdx.x * kSplit + q];
+        int64_t local;
+        const int p = part_of(r, a.n_part, a.row_end[0], a.row_end[1], local);
+        const float* bias = TQ_GEMV_PICK(a.bias, p);
+        if (bias) s += bias[local];
+        float* o = TQ_GEMV_PICK(a.out, p) + local;
+        *o = accumulate ? *o + s : s;
+      }
+    }
+  }
+}
+
+// Environment switches, read once: TQ_GEMV=1 (v1 kernel) / 2 (staged), TQ_GEMV_ROWS=1|2|4|8
+// (rows per block; 0 = by size).
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+int gemv_version() {
+  static const int v = env_int("TQ_GEMV", 2);
+  return v;
+}
+int gemv_rows(int64_t N) {
+  static const int forced = env_int("TQ_GEMV_ROWS", 0);
+  if (forced == 1 || forced == 2 || forced == 4 || forced == 8) return forced;
+  // As many rows per block as keep >= 512 blocks in flight (small N splits each row's K
+  // across more warps, so that enough bytes are in flight on every SM).
+  const int64_t rows = std::clamp<int64_t>(N / 512, 1, kGemvWarps);
+  return rows >= 8 ? 8 : rows >= 4 ? 4 : rows >= 2 ? 2 : 1;
+}
+
+// Largest staged input (f32) a block may hold; larger K takes the v1 kernel.
+constexpr int64_t kMaxStagedBytes = 160 * 1024;
+
+// Resident blocks of a staged kernel with smem bytes of dynamic shared memory on the current
+// device, cached; the first use of a kernel on a device also raises its shared memory limit
+// (the static red[] comes on top of the dynamic bytes, so even 48 KB of input needs it).
+int resident_blocks(const void* kernel, size_t smem) {
+  struct Entry {
+    const void* kernel;
+    size_t smem;
+    int device, blocks;
+  };
+  static std::mutex mu;
+  static Entry cache[128];
+  static int n_cache = 0;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) raise("gemv: cudaGetDevice failed");
+  std::lock_guard<std::mutex> lock(mu);
+  for (int i = 0; i < n_cache; ++i)
+    if (cache[i].kernel == kernel && cache[i].smem == smem && cache[i].device == dev)
+      return cache[i].blocks;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           int(kMaxStagedBytes)) != cudaSuccess)
+    raise("gemv: cannot raise the shared memory limit");
+  int per_sm = 0, sms = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGemvWarps * 32, smem) !=
+          cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    raise("gemv: occupancy query failed");
+  if (per_sm < 1) raise("gemv: the staged kernel does not fit on an SM");
+  const int blocks = per_sm * sms;
+  if (n_cache < 128) cache[n_cache++] = {kernel, smem, dev, blocks};
+  return blocks;
+}
+
+// Rows per block and grid of a staged launch: the largest rows per block whose groups fill
+// whole rounds of resident blocks to >= 90% (every block gets ceil or floor of groups / grid;
+// the last round is the loss); else the best such fill. Groups beyond one wave are looped over
+// by a one-wave grid. TQ_GEMV_ROWS forces the rows per block; TQ_GEMV_GRID (read at every
+// launch; tests set it) forces the grid: 0 = one block per group, n > 0 = at most n blocks.
+template <GemvIn kIn>
+void launch_staged(const GemvArgs& a, const float* x, const float* x2, int64_t K,
+                   bool accumulate, cudaStream_t st) {
+  static const int forced_rows = env_int("TQ_GEMV_ROWS", 0);
+  const int64_t N = a.row_end[a.n_part - 1];
+  const size_t smem = size_t(K) * sizeof(float);
+  void (*const kernels[4])(const GemvArgs, const float*, const float*, int64_t, bool) = {
+      gemv_staged_kernel<1, kIn>, gemv_staged_kernel<2, kIn>, gemv_staged_kernel<4, kIn>,
+      gemv_staged_kernel<8, kIn>};
+  int pick = -1;
+  double pick_fill = -1.0;
+  int64_t pick_groups = 0, pick_res = 0;
+  for (int i = 3; i >= 0; --i) {
+    const int r = 1 << i;
+    if (forced_rows > 0 && r != forced_rows) continue;
+    const int64_t groups = (N + r - 1) / r;
+    const int64_t res = resident_blocks(reinterpret_cast<const void*>(kernels[i]), smem);
+    const int64_t rounds = (groups + res - 1) / res;
+    const double fill = double(groups) / double(res * rounds);
+    if (pick < 0 || (pick_fill < 0.9 && fill > pick_fill)) {
+      pick = i, pick_fill = fill, pick_groups = groups, pick_res = res;
+    }
+  }
+  if (pick < 0) {  // TQ_GEMV_ROWS not 1, 2, 4 or 8
+    pick = 0, pick_groups = N, pick_fill = 0.0;
+  }
+  int64_t grid = pick_groups;
+  const char* forced = std::getenv("TQ_GEMV_GRID");
+  if (forced && *forced) {
+    const int64_t n = std::atoll(forced);
+    if (n > 0) grid = std::min(pick_groups, n);
+  } else if (pick_groups > pick_res && pick_fill >= 0.9) {
+    grid = pick_res;
+  }
+  kernels[pick]<<<unsigned(grid), kGemvWarps * 32, smem, st>>>(a, x, x2, K, accumulate);
+}
+
 }  // namespace
 
 bool gemv_supported(const float* x, int64_t K) {
@@ -166,10 +378,14 @@ void launch_gemv(std::span<const GemvPart> parts, const float* x, int64_t K, boo
   }
   if (N <= 0) return;
   cudaStream_t st = as_stream(stream);
-  // Rows per block: as many as keep >= 512 blocks in flight (small N splits each row's K
-  // across more warps, so that enough bytes are in flight on every SM).
-  const int64_t rows = std::clamp<int64_t>(N / 512, 1, kGemvWarps);
-  const int r = rows >= 8 ? 8 : rows >= 4 ? 4 : rows >= 2 ? 2 : 1;
+  if (gemv_version() == 2 && K * int64_t(sizeof(float)) <= kMaxStagedBytes) {
+    if (norm_w)
+      launch_staged<GemvIn::Norm>(a, x, nullptr, K, accumulate, st);
+    else
+      launch_staged<GemvIn::Plain>(a, x, nullptr, K, accumulate, st);
+    return check_last_launch("gemv");
+  }
+  const int r = gemv_rows(N);
   const unsigned grid = unsigned((N + r - 1) / r);
   auto go = [&](auto kernel) { kernel<<<grid, kGemvWarps * 32, 0, st>>>(a, x, K, accumulate); };
   const bool nm = norm_w != nullptr;
@@ -180,6 +396,29 @@ void launch_gemv(std::span<const GemvPart> parts, const float* x, int64_t K, boo
     default: nm ? go(gemv_kernel<1, true>) : go(gemv_kernel<1, false>);
   }
   check_last_launch("gemv");
+}
+
+}  // namespace tq::cuda
+
+namespace tq::cuda {
+
+bool gemv_fuses_swiglu(int64_t K) {
+  return gemv_version() == 2 && K % 8 == 0 && K * int64_t(sizeof(float)) <= kMaxStagedBytes;
+}
+
+void launch_gemv_swiglu(const GemvPart& part, const float* gate, const float* up, int64_t K,
+                        bool accumulate, Stream stream) {
+  if (!gemv_fuses_swiglu(K) || !gemv_supported(gate, K) || !gemv_supported(up, K))
+    raise("gemv_swiglu: needs TQ_GEMV=2, K % 8 == 0, 16-byte aligned inputs");
+  if (part.rows <= 0) return;
+  GemvArgs a{};
+  a.n_part = 1;
+  a.w[0] = static_cast<const __nv_bfloat16*>(part.w_bf16);
+  a.out[0] = part.out;
+  a.bias[0] = part.bias;
+  a.row_end[0] = part.rows;
+  launch_staged<GemvIn::Swiglu>(a, gate, up, K, accumulate, as_stream(stream));
+  check_last_launch("gemv_swiglu");
 }
 
 }  // namespace tq::cuda

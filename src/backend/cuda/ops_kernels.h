@@ -49,6 +49,12 @@ bool gemv_supported(const float* x, int64_t K);
 void launch_gemv(std::span<const GemvPart> parts, const float* x, int64_t K, bool accumulate,
                  Stream st, const float* norm_w = nullptr, float eps = 0.0f,
                  float* h_out = nullptr);
+// Down projection with the SwiGLU folded in: out (=, or +=) W . (silu(gate) * up), one launch.
+// Only when gemv_fuses_swiglu(K) (the staged v2 GEMV, TQ_GEMV=2, the default); gate and up are
+// read, not written.
+bool gemv_fuses_swiglu(int64_t K);
+void launch_gemv_swiglu(const GemvPart& part, const float* gate, const float* up, int64_t K,
+                        bool accumulate, Stream st);
 
 // fused_kernels.cu. Dense KV: new rows k, v [T, n_head_kv, head_dim] f32 <-> bf16 stores
 // [n_head_kv][cap][head_dim] at slots [at, at + T).

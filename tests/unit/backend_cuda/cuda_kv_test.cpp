@@ -4,6 +4,7 @@
 // against the composition of the basic ops (Backend's defaults) and double references.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/cuda/kernel_choice.h"
@@ -167,11 +168,24 @@ TEST(CudaKv, Bf16AttentionMatchesReferenceOnEveryKernel) {
 // against double references in cuda_ops_test.cpp) on the same inputs.
 TEST(CudaKv, FusedOpsMatchTheComposedOps) {
   TQ_REQUIRE_GPU();
-  for (int64_t T : {1, 7}) {  // the decode (GEMV) and the GEMM paths
-    SCOPED_TRACE(T);
+  struct Shape {
+    int64_t T, H, N1, N2, NO, I;
+  };
+  // T = 1: the decode GEMVs; T = 7: the GEMM paths. N1 odd: a GEMV block straddles the two
+  // weights' rows. The second T = 1 shape takes 8 rows per block (N1 + N2 >= 4096), K not a
+  // multiple of 256 chunks (the per-lane tail), and a down projection whose staged input
+  // (I * 4 bytes) exceeds 48 KB of shared memory.
+  // TQ_GEMV_GRID=7: the staged GEMV runs at most 7 blocks, each looping over many row groups
+  // (the path large weights take with a one-wave grid).
+  for (const char* grid : {"", "7"})
+  for (const Shape& sh : {Shape{1, 512, 1027, 256, 384, 640}, Shape{7, 512, 1027, 256, 384, 640},
+                          Shape{1, 1032, 4099, 1024, 4104, 12296}}) {
+    SCOPED_TRACE(testing::Message() << "T=" << sh.T << " H=" << sh.H << " I=" << sh.I
+                                    << " TQ_GEMV_GRID=" << grid);
+    // The references run the default grid (TQ_GEMV_GRID unset), the fused ops the tested one.
+    auto use_grid = [&](bool tested) { setenv("TQ_GEMV_GRID", tested ? grid : "", 1); };
     auto be = make_cuda_backend();
-    // N1 odd: a GEMV block straddles the two weights' rows.
-    const int64_t H = 512, N1 = 1027, N2 = 256, NO = 384, I = 640;
+    const int64_t T = sh.T, H = sh.H, N1 = sh.N1, N2 = sh.N2, NO = sh.NO, I = sh.I;
     auto host_w = [](int64_t r, int64_t c, float s) { return randn(size_t(r * c), s); };
     auto wn = host_w(1, H, 1.0f), w1 = host_w(N1, H, 0.05f), w2 = host_w(N2, H, 0.05f);
     auto b1 = host_w(1, N1, 1.0f), wo = host_w(H, NO, 0.05f), wd = host_w(H, I, 0.05f);
@@ -193,7 +207,9 @@ TEST(CudaKv, FusedOpsMatchTheComposedOps) {
     const Weight* bs[] = {&B1, nullptr};
     float* outs[] = {o1.f32(), o2.f32()};
     float* refs[] = {r1.f32(), r2.f32()};
+    use_grid(true);
     be->norm_linear(xd.f32(), T, norm, 1e-6f, hf.f32(), ws, outs, bs);
+    use_grid(false);
     be->Backend::norm_linear(xd.f32(), T, norm, 1e-6f, hr.f32(), ws, refs, bs);
     auto to_d = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
     EXPECT_LT(rel_err(from_dev(*be, hf, size_t(T * H)), to_d(from_dev(*be, hr, size_t(T * H)))),
@@ -207,7 +223,9 @@ TEST(CudaKv, FusedOpsMatchTheComposedOps) {
     auto in = randn(size_t(T * NO));
     DeviceBuffer ind = to_dev(*be, in), xa = to_dev(*be, x), xb = to_dev(*be, x);
     DeviceBuffer scratch = poisoned(*be, size_t(T * H));
+    use_grid(true);
     be->linear_add(ind.f32(), T, Wo, xa.f32(), scratch.f32());
+    use_grid(false);
     be->Backend::linear_add(ind.f32(), T, Wo, xb.f32(), scratch.f32());
     EXPECT_LT(rel_err(from_dev(*be, xa, size_t(T * H)), to_d(from_dev(*be, xb, size_t(T * H)))),
               1e-5);
@@ -216,11 +234,14 @@ TEST(CudaKv, FusedOpsMatchTheComposedOps) {
     auto gate = randn(size_t(T * I)), up = randn(size_t(T * I));
     DeviceBuffer ga = to_dev(*be, gate), gb = to_dev(*be, gate), ud = to_dev(*be, up);
     DeviceBuffer ya = to_dev(*be, x), yb = to_dev(*be, x);
+    use_grid(true);
     be->swiglu_down_add(ga.f32(), ud.f32(), T, Wd, ya.f32(), scratch.f32());
+    use_grid(false);
     be->Backend::swiglu_down_add(gb.f32(), ud.f32(), T, Wd, yb.f32(), scratch.f32());
     EXPECT_LT(rel_err(from_dev(*be, ya, size_t(T * H)), to_d(from_dev(*be, yb, size_t(T * H)))),
               1e-5);
   }
+  unsetenv("TQ_GEMV_GRID");
 }
 
 // qk_norm_rope against a double reference (per-head RMSNorm, then rotate-half RoPE), with and
