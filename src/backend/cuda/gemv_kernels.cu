@@ -274,8 +274,9 @@ int gemv_rows(int64_t N) {
   return rows >= 8 ? 8 : rows >= 4 ? 4 : rows >= 2 ? 2 : 1;
 }
 
-// Largest staged input (f32) a block may hold; larger K takes the v1 kernel.
-constexpr int64_t kMaxStagedBytes = 160 * 1024;
+// Largest staged input (f32) a block may hold (K <= 24576); larger K takes the v1 kernel. Below
+// every sm_90+ device's opt-in limit per block (99 KB on the smallest) with the static red[].
+constexpr int64_t kMaxStagedBytes = 96 * 1024;
 
 // Resident blocks of a staged kernel with smem bytes of dynamic shared memory on the current
 // device, cached; the first use of a kernel on a device also raises its shared memory limit
