@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # One device-tool call: where batch-1 decode time goes on the Qwen3-8B-shaped random model.
-# Runs the GEMV / fused-op tests (TQ_GEMV=2 and =1), an nsys profile of `tqserve generate`
-# (128-token prompt, 48 new tokens) with the v1 and the staged v2 GEMV, per-step breakdowns
-# (bench/nsys_decode_steps.py: step wall, kernel time per (kernel, grid), gaps, host API time),
-# then decode tok/s without the profiler for the env variants. Carry [".gpu/h7.tar.xz", ".gpu/lib"]
-# (.gpu/h7.tar.xz: tqserve, unit_backend_cuda, lib/ as in docs/gpu.md). Table last.
+# Runs the GEMV / fused-op tests (TQ_GEMV=2 and =1) while the model is written, an nsys profile
+# of `tqserve generate` (128-token prompt, 48 new tokens) with the v1 and the staged v2 GEMV and
+# per-step breakdowns (bench/nsys_decode_steps.py: step wall, kernel time per (kernel, grid),
+# gaps, host API time) -- or, without nsys, Nsight Compute on one decode layer's 12 launches --
+# then decode tok/s without a profiler for the env variants (docs/gpu.md). ARCHIVE (default
+# .gpu/h7.tar.xz): tqserve, unit_backend_cuda and lib/ as in docs/gpu.md; carry it and .gpu/lib.
 set -o pipefail
 R=$PWD
 CL=$(find /usr/local /opt -name libcublasLt.so.13 2>/dev/null | head -1)
@@ -12,7 +13,8 @@ export LD_LIBRARY_PATH=$R/.gpu/lib:$(dirname "$CL")
 OUT=${OUT:-/tmp/out}
 M=${MODEL_DIR:-/tmp/m}
 mkdir -p "$OUT" /tmp/h7
-tar -C /tmp/h7 -xJf .gpu/h7.tar.xz || { echo "no .gpu/h7.tar.xz"; exit 1; }
+A=${ARCHIVE:-.gpu/h7.tar.xz}
+tar -C /tmp/h7 -xJf "$A" || { echo "no $A"; exit 1; }
 export LD_LIBRARY_PATH=/tmp/h7/lib:$LD_LIBRARY_PATH
 T=/tmp/h7/tqserve
 # The tests (GEMV variants against the composed ops) run while the model is written.
@@ -62,8 +64,9 @@ if [ -z "$NSYS" ] && [ -n "$NCU" ]; then  # fallback: one layer's kernels of a d
 fi
 prof v1 TQ_GEMV=1
 prof v2 TQ_GEMV=2
-for v in "v1 TQ_GEMV=1" "v2 TQ_GEMV=2" "v2r4 TQ_GEMV=2 TQ_GEMV_ROWS=4" "v1r4 TQ_GEMV=1 TQ_GEMV_ROWS=4" \
-         "v2r2 TQ_GEMV=2 TQ_GEMV_ROWS=2"; do
+for v in "v1 TQ_GEMV=1" "v2 TQ_GEMV=2" "v2_grid0 TQ_GEMV=2 TQ_GEMV_GRID=0" \
+         "v2_nopdl TQ_GEMV=2 TQ_GEMV_PDL=0" "v2_rows8 TQ_GEMV=2 TQ_GEMV_ROWS=8" \
+         "v1_again TQ_GEMV=1"; do
   [ $SECONDS -gt 165 ] && { echo "skip $v (time)"; continue; }
   gen $v
 done

@@ -183,6 +183,11 @@ __global__ void __launch_bounds__(kGemvWarps * 32, kStagedBlocksPerSm)
   int64_t g = blockIdx.x;
   const uint4* w;
   start(g, w);
+  // Programmatic dependent launch: the weights above are constants, so their loads may run
+  // ahead of the previous kernel; every read of its outputs (and every write) comes after this
+  // wait (a no-op without the launch attribute). Then the next GEMV may start its own blocks.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   const float4* xv = reinterpret_cast<const float4*>(x);
   auto put = [&](int64_t i, float4 v) { xs[(i & 1) * n8 + (i >> 1)] = v; };
   if constexpr (kIn == GemvIn::Norm) {
@@ -256,7 +261,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32, kStagedBlocksPerSm)
 }
 
 // Environment switches, read once: TQ_GEMV=1 (v1 kernel) / 2 (staged), TQ_GEMV_ROWS=1|2|4|8
-// (rows per block; 0 = by size).
+// (rows per block; 0 = by size), TQ_GEMV_PDL=0 (staged launches without programmatic
+// dependent launch).
 int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::atoi(v) : fallback;
@@ -348,6 +354,23 @@ void launch_staged(const GemvArgs& a, const float* x, const float* x2, int64_t K
     if (n > 0) grid = std::min(pick_groups, n);
   } else if (pick_groups > pick_res && pick_fill >= 0.9) {
     grid = pick_res;
+  }
+  // With programmatic stream serialization (TQ_GEMV_PDL=0 turns it off) the launch may begin
+  // while the previous kernel finishes: the blocks prefetch weights, then wait (see the kernel).
+  static const bool pdl = env_int("TQ_GEMV_PDL", 1) != 0;
+  if (pdl) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(unsigned(grid));
+    cfg.blockDim = dim3(kGemvWarps * 32);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    if (cudaLaunchKernelEx(&cfg, kernels[pick], a, x, x2, K, accumulate) == cudaSuccess) return;
+    (void)cudaGetLastError();  // not supported here: a plain launch (its errors are reported)
   }
   kernels[pick]<<<unsigned(grid), kGemvWarps * 32, smem, st>>>(a, x, x2, K, accumulate);
 }

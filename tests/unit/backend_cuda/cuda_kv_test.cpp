@@ -244,6 +244,43 @@ TEST(CudaKv, FusedOpsMatchTheComposedOps) {
   unsetenv("TQ_GEMV_GRID");
 }
 
+// Three one-token linear layers queued back to back, each reading the previous one's output
+// (the decode GEMVs start with programmatic dependent launch: a block that read its input
+// before the previous kernel finished would see the NaN poison), against a double reference
+// over the bf16-rounded weights.
+TEST(CudaKv, GemvChainReadsEachPreviousOutput) {
+  TQ_REQUIRE_GPU();
+  auto be = make_cuda_backend();
+  const int64_t dims[] = {1024, 4096, 2048, 1032};  // K of layer i = dims[i], N = dims[i + 1]
+  std::vector<Weight> ws;
+  std::vector<std::vector<float>> hw;
+  for (int i = 0; i < 3; ++i) {
+    hw.push_back(randn(size_t(dims[i + 1] * dims[i]), 0.05f));
+    ws.push_back(be->load_weight(DType::F32, hw.back().data(), dims[i + 1], dims[i]));
+  }
+  auto x = randn(size_t(dims[0]));
+  DeviceBuffer in = to_dev(*be, x);
+  std::vector<DeviceBuffer> outs;
+  for (int i = 0; i < 3; ++i) outs.push_back(poisoned(*be, size_t(dims[i + 1])));
+  for (int rep = 0; rep < 3; ++rep)  // repeated: later chains start behind a finished one
+    for (int i = 0; i < 3; ++i)
+      be->linear(i == 0 ? in.f32() : outs[size_t(i - 1)].f32(), 1, ws[size_t(i)],
+                 outs[size_t(i)].f32(), nullptr);
+  std::vector<double> ref(x.begin(), x.end());
+  for (int i = 0; i < 3; ++i) {
+    std::vector<double> next(size_t(dims[i + 1]));
+    for (int64_t n = 0; n < dims[i + 1]; ++n) {
+      double s = 0.0;
+      for (int64_t k = 0; k < dims[i]; ++k)
+        s += double(round_bf16(hw[size_t(i)][size_t(n * dims[i] + k)])) * ref[size_t(k)];
+      next[size_t(n)] = s;
+    }
+    ref = std::move(next);
+    EXPECT_LT(rel_err(from_dev(*be, outs[size_t(i)], size_t(dims[i + 1])), ref), 1e-4)
+        << "layer " << i;
+  }
+}
+
 // qk_norm_rope against a double reference (per-head RMSNorm, then rotate-half RoPE), with and
 // without the norms.
 TEST(CudaKv, QkNormRopeMatchesReference) {
