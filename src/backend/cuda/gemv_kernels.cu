@@ -1,7 +1,8 @@
 // One-token linear layers of the CUDA backend (decode at batch 1): out[N] (=, or +=) W[N, K] . x
 // with bf16 weights streamed once at full bandwidth and f32 activations (no bf16 cast kernel);
 // up to kMaxGemvParts weights on the same x in one launch (q/k/v, gate/up), optionally on
-// RMSNorm(x) computed in the same launch.
+// RMSNorm(x) computed in the same launch, or on silu(gate) * up (the down projection). Two
+// kernels: v1 (gemv_kernel, TQ_GEMV=1) and the staged v2 (gemv_staged_kernel, the default).
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
