@@ -2,6 +2,8 @@
 // head-major KV stores, the iota table split-K decode reads its lengths from, RMSNorm that also
 // writes the bf16 GEMM input, SwiGLU writing bf16, and per-head q/k RMSNorm + RoPE in one pass.
 #include <cmath>
+#include <cstdlib>
+#include <utility>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/ops_kernels.h"
@@ -14,10 +16,44 @@ inline unsigned blocks_for(int64_t n, int threads) {
   return unsigned(std::min<int64_t>((n + threads - 1) / threads, 1 << 20));
 }
 
+// Programmatic dependent launch for the small decode kernels between the GEMVs (q/k RoPE,
+// kv_write; TQ_GEMV_PDL=0 turns it off with the GEMVs'): the launch may begin while the
+// previous kernel ends; the kernel waits for it (pdl_enter) before touching any memory.
+template <typename... P, typename... A>
+void launch_pdl(void (*kernel)(P...), unsigned grid, unsigned block, cudaStream_t st,
+                A&&... args) {
+  static const bool pdl = [] {
+    const char* v = std::getenv("TQ_GEMV_PDL");
+    return !(v && *v && std::atoi(v) == 0);
+  }();
+  if (pdl) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(block);
+    cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    if (cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...) == cudaSuccess) return;
+    (void)cudaGetLastError();  // not supported here: a plain launch (its errors are reported)
+  }
+  kernel<<<grid, block, 0, st>>>(std::forward<A>(args)...);
+}
+
+// First statement of a kernel launched by launch_pdl: wait for the previous kernel (all of its
+// writes visible), then let the next PDL launch begin.
+__device__ __forceinline__ void pdl_enter() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
 // Element e of the T x n_head_kv x head_dim new rows (token-major) <-> slot at + t of head h.
 __global__ void kv_write_kernel(const float* k, const float* v, __nv_bfloat16* dk,
                                 __nv_bfloat16* dv, int64_t at, int64_t T, int64_t hk, int64_t d,
                                 int64_t cap) {
+  pdl_enter();
   const int64_t n = T * hk * d;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
        e += int64_t(gridDim.x) * blockDim.x) {
@@ -95,6 +131,7 @@ __global__ void swiglu_bf16_kernel(const float* gate, const float* up, __nv_bflo
 __global__ void qk_norm_rope_kernel(float* q, float* k, int64_t n_head, int64_t n_head_kv,
                                     int64_t q_rows, int64_t d, const float* q_w, const float* k_w,
                                     float eps, int64_t pos0, const float* inv_freq) {
+  pdl_enter();
   const int64_t r = blockIdx.x;
   const bool is_q = r < q_rows;
   const int64_t t = is_q ? r / n_head : (r - q_rows) / n_head_kv;
@@ -121,9 +158,9 @@ void launch_kv_write(const float* k, const float* v, void* dk, void* dv, int64_t
                      int64_t n_head_kv, int64_t head_dim, int64_t cap, Stream stream) {
   const int64_t n = T * n_head_kv * head_dim;
   if (n <= 0) return;
-  kv_write_kernel<<<blocks_for(n, 256), 256, 0, as_stream(stream)>>>(
-      k, v, static_cast<__nv_bfloat16*>(dk), static_cast<__nv_bfloat16*>(dv), at, T, n_head_kv,
-      head_dim, cap);
+  launch_pdl(kv_write_kernel, blocks_for(n, 256), 256, as_stream(stream), k, v,
+             static_cast<__nv_bfloat16*>(dk), static_cast<__nv_bfloat16*>(dv), at, T, n_head_kv,
+             head_dim, cap);
   check_last_launch("kv_write");
 }
 
@@ -168,8 +205,8 @@ void launch_qk_norm_rope(float* q, float* k, int64_t T, int64_t n_head, int64_t 
   if (head_dim % 2 != 0 || head_dim > 2048)
     raise("qk_norm_rope: head_dim " + std::to_string(head_dim) + " is not supported");
   const int threads = int((head_dim / 2 + 31) / 32 * 32);
-  qk_norm_rope_kernel<<<unsigned(rows), threads, 0, as_stream(stream)>>>(
-      q, k, n_head, n_head_kv, T * n_head, head_dim, q_w, k_w, eps, pos0, inv_freq);
+  launch_pdl(qk_norm_rope_kernel, unsigned(rows), unsigned(threads), as_stream(stream), q, k,
+             n_head, n_head_kv, T * n_head, head_dim, q_w, k_w, eps, pos0, inv_freq);
   check_last_launch("qk_norm_rope");
 }
 
