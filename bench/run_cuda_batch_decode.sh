@@ -4,7 +4,10 @@
 # 1/8/32 at 8K with dense and 4-bit TurboQuant KV, and in the same run the per-sequence baseline
 # (TQ_BATCH_DECODE=0) at batch 8/32. Carry [".gpu/h6.tar.xz", ".gpu/lib"]: the archive holds
 # bench_engine, unit_backend_cuda, tqserve (make-model) and their lib/ (docs/gpu.md's recipe).
-# Logs under $OUT; the tables are printed last.
+# Logs under $OUT; the tables are printed last. Build the archive from committed code only (the
+# shared working tree may hold others' half-done kernels): git archive HEAD | tar -x -C /tmp/t,
+# build bench_engine + unit_backend_cuda there, strip both next to tqserve and lib/ from
+# .gpu/e2e.tar.xz, XZ_OPT=-1 tar -cJf .gpu/h6.tar.xz.
 set -o pipefail
 R=$PWD
 CL=$(find /usr/local /opt -name libcublasLt.so.13 2>/dev/null | head -1)
