@@ -145,6 +145,17 @@ struct DecodeSeq {
   int64_t row = 0;
 };
 
+// One sequence's new token in a batched append (Backend::kv_append_batch), as a cache's
+// decode_reserve describes it: row `row` of the call's k, v [*, n_head_kv, head_dim] (f32) goes
+// to slot `at` of a dense store (kv.k non-null, as kv_write), or to record `at` of a TurboQuant
+// store (tq.k_codes non-null) and, with rows.k non-null, to exact row `rows_at` (as tq_write).
+struct KvAppend {
+  KvStore kv;
+  TqStore tq;
+  TqRows rows;
+  int64_t at = 0, rows_at = 0, row = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -203,6 +214,20 @@ class Backend {
                             int64_t head_dim, const Weight* q_norm, const Weight* k_norm,
                             float eps, int64_t pos0, std::span<const float> inv_freq);
 
+  // qk_norm_rope over T rows with per-row positions pos[t] (host memory, T entries): one call
+  // for a batched step's rows. The base version makes one qk_norm_rope call per run of rows
+  // with consecutive positions, so it computes exactly what those calls compute.
+  virtual void qk_norm_rope_rows(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,
+                                 int64_t head_dim, const Weight* q_norm, const Weight* k_norm,
+                                 float eps, std::span<const int64_t> pos,
+                                 std::span<const float> inv_freq) {
+    for (int64_t t0 = 0, t1; t0 < T; t0 = t1) {
+      for (t1 = t0 + 1; t1 < T && pos[size_t(t1)] == pos[size_t(t1 - 1)] + 1;) ++t1;
+      qk_norm_rope(q + t0 * n_head * head_dim, k + t0 * n_head_kv * head_dim, t1 - t0, n_head,
+                   n_head_kv, head_dim, q_norm, k_norm, eps, pos[size_t(t0)], inv_freq);
+    }
+  }
+
   // Dense KV storage. The element type this backend's dense caches use (CPU: F32, CUDA: BF16).
   virtual DType kv_dtype() const { return DType::F32; }
   // Stores T new tokens k, v [T, n_head_kv, head_dim] (f32, backend memory) at slots
@@ -225,6 +250,21 @@ class Backend {
     unsupported("tq_write");
   }
   virtual void tq_attention(const TqAttentionArgs& a) { unsupported("tq_attention"); }
+  // Appends one token per entry (KvAppend) from k, v [*, n_head_kv, head_dim] (f32, backend
+  // memory). The base version makes the per-sequence kv_write() / tq_write() calls; a device
+  // backend overrides it with one launch per kind.
+  virtual void kv_append_batch(std::span<const KvAppend> seqs, const float* k, const float* v) {
+    for (const KvAppend& s : seqs) {
+      if (s.kv.k) {
+        const int64_t kd = s.kv.n_head_kv * s.kv.head_dim;
+        kv_write(s.kv, s.at, k + s.row * kd, v + s.row * kd, 1);
+      } else {
+        const int64_t kd = s.tq.n_head_kv * s.tq.head_dim;
+        tq_write(s.tq, s.at, k + s.row * kd, v + s.row * kd, 1, kd, s.tq.head_dim,
+                 s.rows.k ? &s.rows : nullptr, s.rows_at);
+      }
+    }
+  }
   // Decode attention of several sequences at once (one query each, every key visible):
   // out[s.row] = attention of q[s.row] over sequence s. The base version makes the
   // per-sequence attention() / tq_attention() calls the caches' append_and_attend makes; a

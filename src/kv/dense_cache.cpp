@@ -151,6 +151,17 @@ class DenseCache final : public LayerCache {
     out.len = n_;
     return true;
   }
+  bool decode_reserve(Backend& be, KvAppend& append, DecodeSeq& out) override {
+    kv_.reserve(be, n_ + 1, n_);
+    append = KvAppend{};
+    append.kv = kv_.store();
+    append.at = n_;
+    n_ += 1;
+    out = DecodeSeq{};
+    out.kv = kv_.store();
+    out.len = n_;
+    return true;
+  }
 
  private:
   HeadMajorKv kv_;

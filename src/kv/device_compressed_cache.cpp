@@ -196,6 +196,28 @@ bool DeviceCompressedCache::decode_view(Backend& be, const float* k, const float
   return true;
 }
 
+// decode_view's bookkeeping without the encode: write(k, v, 1) as a description (the same
+// reserve, window room, record slot and window row), the backend encoding it later.
+bool DeviceCompressedCache::decode_reserve(Backend&, KvAppend& append, DecodeSeq& out) {
+  reserve(n_ + 1);
+  append = KvAppend{};
+  append.tq = store();
+  append.at = n_;
+  if (recent_ > 0) {
+    ensure_window(held_ + 1);
+    append.rows = rows();
+    append.rows_at = held_;
+    held_ += 1;
+  }
+  n_ += 1;
+  out = DecodeSeq{};
+  out.tq = store();
+  out.rows = rows();
+  out.n_rec = n_ - held_;
+  out.n_exact = held_;
+  return true;
+}
+
 // Block bytes (format_id "device-compressed ..."): held (i64); key codes [n_head_kv][n][code
 // bytes], key scales [n_head_kv][n] fp16, value codes, value scales; then the recent-exact rows
 // at the boundary, rotated f32 [n_head_kv][held][head_dim], K then V.

@@ -30,6 +30,7 @@ class DeviceCompressedCache final : public LayerCache {
                          float scale, float* out) override;
   bool decode_view(Backend& be, const float* k, const float* v, DecodeSeq& out) override;
   void finish_decode(Backend& be) override { trim(); }
+  bool decode_reserve(Backend& be, KvAppend& append, DecodeSeq& out) override;
   void reserve_tokens(Backend& be, int64_t tokens) override { reserve(tokens); }
   void append_tokens(Backend& be, const float* k, const float* v, int64_t n) override;
 

@@ -43,6 +43,12 @@ class LayerCache {
     return false;
   }
   virtual void finish_decode(Backend& be) {}
+  // decode_view without the write: reserves room for one token, describes in `append` where its
+  // k, v go (append.row is left to the caller) and in `out` the attention as decode_view does,
+  // and counts the token; the caller then stores it (Backend::kv_append_batch, with other
+  // sequences' tokens) before the attention, then calls finish_decode(). false, with nothing
+  // changed, when this kind cannot (the caller then uses decode_view or append_and_attend).
+  virtual bool decode_reserve(Backend& be, KvAppend& append, DecodeSeq& out) { return false; }
   // Forgets everything (the layer keeps its memory for reuse).
   virtual void clear() = 0;
   // Copies tokens [t0, t0 + n) as host f32 [n, n_head_kv, head_dim] K and V. Only layers that

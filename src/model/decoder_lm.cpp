@@ -100,8 +100,21 @@ class DecoderLm final : public Model {
       const char* e = std::getenv("TQ_BATCH_DECODE");
       return !e || std::string(e) != "0";
     }();
+    // TQ_BATCH_APPEND=0 (a same-run baseline): per-sequence q/k RoPE and KV appends inside
+    // decode_view instead of one qk_norm_rope_rows and one kv_append_batch per layer.
+    static const bool batch_append = [] {
+      const char* e = std::getenv("TQ_BATCH_APPEND");
+      return !e || std::string(e) != "0";
+    }();
     n_decode_ = 0;
     for (const SeqStep& st : steps) n_decode_ += batch_decode && st.ids.size() == 1;
+    const bool rows_op = batch_append && n_decode_ >= 2;
+    if (rows_op) {
+      pos_rows_.clear();
+      for (size_t si = 0; si < steps.size(); ++si)
+        for (size_t t = 0; t < steps[si].ids.size(); ++t)
+          pos_rows_.push_back(pos0_[si] + int64_t(t));
+    }
     for (int64_t li = 0; li < c.n_layer; ++li) {
       const LayerWeights& L = layers_[size_t(li)];
       const Weight* qkv[] = {&L.q, &L.k, &L.v};
@@ -113,19 +126,35 @@ class DecoderLm final : public Model {
       // Attention: with two or more one-token steps, those whose caches can describe themselves
       // (decode_view) share one Backend::decode_attention_batch call; the others (prefill chunks,
       // rotating / recurrent / host-compressed layers) attend one by one.
+      // With rows_op: one q/k RoPE call over all rows (per-row positions); the one-token rows'
+      // caches first describe where their token goes (decode_reserve), one kv_append_batch
+      // stores them all, then the attention.
       int64_t row = 0;
       batch_.clear();
       batch_caches_.clear();
+      appends_.clear();
+      if (rows_op)
+        be.qk_norm_rope_rows(q, k, T, c.n_head, c.n_head_kv, c.head_dim,
+                             c.qk_norm ? &L.q_norm : nullptr, c.qk_norm ? &L.k_norm : nullptr,
+                             eps, pos_rows_, inv_freq_);
       for (size_t si = 0; si < steps.size(); ++si) {
         const SeqStep& st = steps[si];
         const int64_t n = int64_t(st.ids.size()), pos0 = pos0_[si];
         float *qs = q + row * c.q_dim(), *ks = k + row * c.kv_dim(), *vs = v + row * c.kv_dim();
-        be.qk_norm_rope(qs, ks, n, c.n_head, c.n_head_kv, c.head_dim,
-                        c.qk_norm ? &L.q_norm : nullptr, c.qk_norm ? &L.k_norm : nullptr, eps,
-                        pos0, inv_freq_);
+        if (!rows_op)
+          be.qk_norm_rope(qs, ks, n, c.n_head, c.n_head_kv, c.head_dim,
+                          c.qk_norm ? &L.q_norm : nullptr, c.qk_norm ? &L.k_norm : nullptr, eps,
+                          pos0, inv_freq_);
         LayerCache& lc = *st.cache->layers[size_t(li)];
         DecodeSeq view;
-        if (n == 1 && n_decode_ >= 2 && lc.decode_view(be, ks, vs, view)) {
+        KvAppend app;
+        if (n == 1 && rows_op && lc.decode_reserve(be, app, view)) {
+          app.row = row;
+          appends_.push_back(app);
+          view.row = row;
+          batch_.push_back(view);
+          batch_caches_.push_back(&lc);
+        } else if (n == 1 && n_decode_ >= 2 && lc.decode_view(be, ks, vs, view)) {
           view.row = row;
           batch_.push_back(view);
           batch_caches_.push_back(&lc);
@@ -134,6 +163,7 @@ class DecoderLm final : public Model {
         }
         row += n;
       }
+      if (!appends_.empty()) be.kv_append_batch(appends_, k, v);
       if (!batch_.empty()) {
         be.decode_attention_batch(batch_, q, attn, c.n_head, scale);
         for (LayerCache* lc : batch_caches_) lc->finish_decode(be);
@@ -169,6 +199,8 @@ class DecoderLm final : public Model {
   int64_t n_decode_ = 0;               // one-token steps in this call
   std::vector<DecodeSeq> batch_;       // this layer's batched decode sequences
   std::vector<LayerCache*> batch_caches_;
+  std::vector<KvAppend> appends_;      // this layer's batched appends (decode_reserve)
+  std::vector<int64_t> pos_rows_;      // per row of the step: its position (qk_norm_rope_rows)
   Weight embed_, norm_, lm_head_;
   std::vector<LayerWeights> layers_;
   int64_t ws_tokens_ = 0;

@@ -1,8 +1,10 @@
-// CudaBackend::decode_attention_batch: one split-K decode launch per kind (dense bf16,
-// TurboQuant head_dim 128) for all one-token sequences of a step, each sequence described by a
+// CudaBackend's batched decode step: decode_attention_batch (one split-K decode launch per kind:
+// dense bf16, TurboQuant head_dim 128), kv_append_batch (one append launch per kind) and
+// qk_norm_rope_rows (per-row positions) for all one-token sequences of a step, each described by a
 // cuda::DecodeSeqDesc (its own allocation, capacity, lengths, exact tail) in a table staged in a
 // pinned ring and uploaded with one async copy per launch. Nothing is allocated per step.
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "backend/cuda/cuda_backend_impl.h"
@@ -11,9 +13,13 @@
 namespace tq {
 
 // Pinned staging ring (slot i is rewritten only after the event of its last upload), the device
-// descriptor tables ([2][cap]: dense, TurboQuant) and the split-K workspace.
+// descriptor tables ([kTables][cap]: dense attention, TurboQuant attention, row positions,
+// appends) and the split-K workspace. The row positions of the last qk_norm_rope_rows stay in
+// their table: the next layers of a step reuse them without an upload.
 struct CudaBackend::BatchMem {
   static constexpr int kSlots = 64;
+  static constexpr int kTables = 4;
+  std::vector<int32_t> pos_last, pos_tmp;
   cuda::DecodeSeqDesc* pinned = nullptr;  // [kSlots][cap]
   cudaEvent_t done[kSlots] = {};
   bool used[kSlots] = {};
@@ -47,12 +53,13 @@ void CudaBackend::batch_grow(int64_t n_desc, size_t ws_bytes) {
     if (m.pinned) CUDA_CHECK(cudaFreeHost(m.pinned));
     if (m.dev) {
       CUDA_CHECK(cudaFree(m.dev));
-      allocated_ -= size_t(2 * m.cap) * sizeof(cuda::DecodeSeqDesc);
+      allocated_ -= size_t(BatchMem::kTables * m.cap) * sizeof(cuda::DecodeSeqDesc);
     }
     m.cap = std::max<int64_t>({n_desc, 2 * m.cap, 64});
     CUDA_CHECK(cudaMallocHost(&m.pinned, size_t(BatchMem::kSlots * m.cap) * sizeof(cuda::DecodeSeqDesc)));
-    CUDA_CHECK(cudaMalloc(&m.dev, size_t(2 * m.cap) * sizeof(cuda::DecodeSeqDesc)));
-    allocated_ += size_t(2 * m.cap) * sizeof(cuda::DecodeSeqDesc);
+    CUDA_CHECK(cudaMalloc(&m.dev, size_t(BatchMem::kTables * m.cap) * sizeof(cuda::DecodeSeqDesc)));
+    allocated_ += size_t(BatchMem::kTables * m.cap) * sizeof(cuda::DecodeSeqDesc);
+    m.pos_last.clear();  // the new tables hold nothing
     for (int i = 0; i < BatchMem::kSlots; ++i) {
       if (!m.done[i]) CUDA_CHECK(cudaEventCreateWithFlags(&m.done[i], cudaEventDisableTiming));
       m.used[i] = false;
@@ -63,21 +70,126 @@ void CudaBackend::batch_grow(int64_t n_desc, size_t ws_bytes) {
   allocated_ += m.ws_cap - before;
 }
 
-// Copies n descriptors to device table `which` through the next pinned slot.
-const cuda::DecodeSeqDesc* CudaBackend::batch_upload(const cuda::DecodeSeqDesc* d, int64_t n,
-                                                     int which) {
+// Copies `bytes` (at most cap descriptors' worth) to device table `which` through the next
+// pinned slot.
+const void* CudaBackend::batch_upload_bytes(const void* src, size_t bytes, int which) {
   BatchMem& m = *batch_;
+  TQ_CHECK(which >= 0 && which < BatchMem::kTables);
+  TQ_CHECK(bytes <= size_t(m.cap) * sizeof(cuda::DecodeSeqDesc));
   const int slot = m.next;
   m.next = (m.next + 1) % BatchMem::kSlots;
   if (m.used[slot]) CUDA_CHECK(cudaEventSynchronize(m.done[slot]));
   cuda::DecodeSeqDesc* host = m.pinned + slot * m.cap;
-  std::copy(d, d + n, host);
+  std::memcpy(host, src, bytes);
   cuda::DecodeSeqDesc* dev = m.dev + which * m.cap;
-  CUDA_CHECK(cudaMemcpyAsync(dev, host, size_t(n) * sizeof(cuda::DecodeSeqDesc),
-                             cudaMemcpyHostToDevice, stream_));
+  CUDA_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, stream_));
   CUDA_CHECK(cudaEventRecord(m.done[slot], stream_));
   m.used[slot] = true;
   return dev;
+}
+
+// Copies n descriptors to device table `which` through the next pinned slot.
+const cuda::DecodeSeqDesc* CudaBackend::batch_upload(const cuda::DecodeSeqDesc* d, int64_t n,
+                                                     int which) {
+  return static_cast<const cuda::DecodeSeqDesc*>(
+      batch_upload_bytes(d, size_t(n) * sizeof(cuda::DecodeSeqDesc), which));
+}
+
+void CudaBackend::qk_norm_rope_rows(float* q, float* k, int64_t T, int64_t n_head,
+                                    int64_t n_head_kv, int64_t head_dim, const Weight* q_norm,
+                                    const Weight* k_norm, float eps, std::span<const int64_t> pos,
+                                    std::span<const float> inv_freq) {
+  TQ_CHECK(int64_t(pos.size()) == T && int64_t(inv_freq.size()) == head_dim / 2);
+  for (const Weight* w : {q_norm, k_norm})
+    TQ_CHECK(!w || (w->dtype == DType::F32 && w->cols == head_dim));
+  if (T <= 0) return;
+  constexpr int64_t kDesc = int64_t(sizeof(cuda::DecodeSeqDesc));
+  batch_grow((T * 4 + kDesc - 1) / kDesc, 0);
+  BatchMem& m = *batch_;
+  m.pos_tmp.resize(size_t(T));
+  for (int64_t t = 0; t < T; ++t) {
+    TQ_CHECK(pos[size_t(t)] >= 0 && pos[size_t(t)] <= INT32_MAX);
+    m.pos_tmp[size_t(t)] = int32_t(pos[size_t(t)]);
+  }
+  const int32_t* dev = reinterpret_cast<const int32_t*>(m.dev + 2 * m.cap);
+  if (m.pos_tmp != m.pos_last) {
+    batch_upload_bytes(m.pos_tmp.data(), size_t(T) * 4, 2);
+    m.pos_last = m.pos_tmp;
+  }
+  cuda::launch_qk_norm_rope_rows(q, k, T, n_head, n_head_kv, head_dim,
+                                 q_norm ? q_norm->buf.f32() : nullptr,
+                                 k_norm ? k_norm->buf.f32() : nullptr, eps, dev,
+                                 inv_freq_dev(inv_freq), stream_);
+}
+
+// Dense bf16 appends of one shape in one launch, TurboQuant head_dim-128 appends of one shape
+// and codec pair in another (the same encode as tq_write); the rest through the base version.
+void CudaBackend::kv_append_batch(std::span<const KvAppend> seqs, const float* k,
+                                  const float* v) {
+  if (seqs.empty()) return;
+  std::vector<KvAppend> rest;
+  std::vector<cuda::DecodeSeqDesc> dense, tqd;
+  const KvAppend* d0 = nullptr;
+  const KvAppend* t0 = nullptr;
+  for (const KvAppend& s : seqs) {
+    TQ_CHECK(s.row >= 0 && s.row <= INT32_MAX && s.at >= 0 && s.at <= INT32_MAX);
+    cuda::DecodeSeqDesc d;
+    d.row = int32_t(s.row);
+    d.len = int32_t(s.at);
+    if (s.kv.k) {
+      const KvStore& kv = s.kv;
+      TQ_CHECK(s.at < kv.cap);
+      if (!d0 && kv.dtype == DType::BF16) d0 = &s;
+      if (kv.dtype != DType::BF16 || kv.n_head_kv != d0->kv.n_head_kv ||
+          kv.head_dim != d0->kv.head_dim) {
+        rest.push_back(s);
+        continue;
+      }
+      d.k = kv.k;
+      d.v = kv.v;
+      d.head_stride = kv.cap;
+      dense.push_back(d);
+    } else {
+      const TqStore& st = s.tq;
+      TQ_CHECK(st.k_codes && st.k_codec && st.v_codec && s.at < st.cap);
+      TQ_CHECK(!s.rows.k || (s.rows.v && s.rows_at >= 0 && s.rows_at < s.rows.cap &&
+                             s.rows_at <= INT32_MAX));
+      if (!t0 && st.head_dim == 128) t0 = &s;
+      if (st.head_dim != 128 || st.n_head_kv != t0->tq.n_head_kv ||
+          !(st.k_codec->config() == t0->tq.k_codec->config()) ||
+          !(st.v_codec->config() == t0->tq.v_codec->config())) {
+        rest.push_back(s);
+        continue;
+      }
+      d.k = st.k_codes;
+      d.v = st.v_codes;
+      d.k_scale = st.k_scale;
+      d.v_scale = st.v_scale;
+      d.head_stride = st.cap;
+      if (s.rows.k) {
+        d.k_tail = s.rows.k;
+        d.v_tail = s.rows.v;
+        d.tail_head_stride = s.rows.cap;
+        d.tail_len = int32_t(s.rows_at);
+      }
+      tqd.push_back(d);
+    }
+  }
+  if (!dense.empty() || !tqd.empty()) {
+    batch_grow(int64_t(std::max(dense.size(), tqd.size())), 0);
+    // Both launches use table 3: the stream orders the second upload after the first launch.
+    if (!dense.empty())
+      cuda::launch_kv_append_batch(batch_upload(dense.data(), int64_t(dense.size()), 3),
+                                   int(dense.size()), k, v, int(d0->kv.n_head_kv),
+                                   int(d0->kv.head_dim), stream_);
+    if (!tqd.empty()) {
+      const cuda::TqCodecDev kc = tq_codec(*t0->tq.k_codec), vc = tq_codec(*t0->tq.v_codec);
+      TQ_CHECK(kc.head_dim == 128 && vc.head_dim == 128);
+      cuda::tq_encode_batch(batch_upload(tqd.data(), int64_t(tqd.size()), 3), int(tqd.size()),
+                            int(t0->tq.n_head_kv), k, v, kc, vc, stream_);
+    }
+  }
+  if (!rest.empty()) Backend::kv_append_batch(rest, k, v);
 }
 
 void CudaBackend::decode_attention_batch(std::span<const DecodeSeq> seqs, const float* q,

@@ -168,6 +168,12 @@ class CudaBackend final : public Backend {
   // Batched decode attention, one launch per kind (cuda_backend_batch.cpp).
   void decode_attention_batch(std::span<const DecodeSeq> seqs, const float* q, float* out,
                               int64_t n_head, float scale) override;
+  // One-launch q/k RoPE over rows with their own positions and batched one-token appends
+  // (cuda_backend_batch.cpp).
+  void qk_norm_rope_rows(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,
+                         int64_t head_dim, const Weight* q_norm, const Weight* k_norm, float eps,
+                         std::span<const int64_t> pos, std::span<const float> inv_freq) override;
+  void kv_append_batch(std::span<const KvAppend> seqs, const float* k, const float* v) override;
 
  private:
   static constexpr size_t kLtWorkspace = 32u << 20;
@@ -284,6 +290,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<BatchMem, void (*)(BatchMem*)> batch_{nullptr, free_batch_mem};
   void batch_grow(int64_t n_desc, size_t ws_bytes);
   const cuda::DecodeSeqDesc* batch_upload(const cuda::DecodeSeqDesc* d, int64_t n, int which);
+  const void* batch_upload_bytes(const void* src, size_t bytes, int which);
 };
 
 }  // namespace tq

@@ -1,5 +1,5 @@
 // Dense KV storage and fused kernels of the CUDA backend's engine path: f32 rows <-> bf16
-// head-major KV stores, the iota table split-K decode reads its lengths from, RMSNorm that also
+// head-major KV stores (also one batched append over many stores), the iota table split-K decode reads its lengths from, RMSNorm that also
 // writes the bf16 GEMM input, SwiGLU writing bf16, and per-head q/k RMSNorm + RoPE in one pass.
 #include <cmath>
 #include <cstdlib>
@@ -61,6 +61,22 @@ __global__ void kv_write_kernel(const float* k, const float* v, __nv_bfloat16* d
     const int64_t o = (h * cap + at + t) * d + i;
     dk[o] = __float2bfloat16_rn(k[e]);
     dv[o] = __float2bfloat16_rn(v[e]);
+  }
+}
+
+// One block per (sequence, kv head) of a batched append: row seqs[b].row of k, v
+// [*, n_head_kv, head_dim] to slot seqs[b].len of the sequence's own bf16 store (head stride
+// seqs[b].head_stride tokens); same conversion as kv_write_kernel.
+__global__ void kv_append_batch_kernel(const DecodeSeqDesc* seqs, const float* k, const float* v,
+                                       int hk, int d) {
+  const DecodeSeqDesc s = seqs[blockIdx.x / hk];
+  const int64_t h = blockIdx.x % hk;
+  const int64_t src = (int64_t(s.row) * hk + h) * d, dst = (h * s.head_stride + s.len) * d;
+  __nv_bfloat16* dk = static_cast<__nv_bfloat16*>(const_cast<void*>(s.k));
+  __nv_bfloat16* dv = static_cast<__nv_bfloat16*>(const_cast<void*>(s.v));
+  for (int i = threadIdx.x; i < d; i += blockDim.x) {
+    dk[dst + i] = __float2bfloat16_rn(k[src + i]);
+    dv[dst + i] = __float2bfloat16_rn(v[src + i]);
   }
 }
 
@@ -130,7 +146,8 @@ __global__ void swiglu_bf16_kernel(const float* gate, const float* up, __nv_bflo
 // owns the pair (i, i + half).
 __global__ void qk_norm_rope_kernel(float* q, float* k, int64_t n_head, int64_t n_head_kv,
                                     int64_t q_rows, int64_t d, const float* q_w, const float* k_w,
-                                    float eps, int64_t pos0, const float* inv_freq) {
+                                    float eps, int64_t pos0, const float* inv_freq,
+                                    const int32_t* pos) {
   pdl_enter();
   const int64_t r = blockIdx.x;
   const bool is_q = r < q_rows;
@@ -145,7 +162,7 @@ __global__ void qk_norm_rope_kernel(float* q, float* k, int64_t n_head, int64_t 
     if (live) x1 = w[i] * (x1 * inv), x2 = w[i + half] * (x2 * inv);
   }
   if (!live) return;
-  const float a = float(pos0 + t) * inv_freq[i];
+  const float a = float(pos ? int64_t(pos[t]) : pos0 + t) * inv_freq[i];
   float s, c;
   sincosf(a, &s, &c);
   x[i] = x1 * c - x2 * s;
@@ -206,8 +223,30 @@ void launch_qk_norm_rope(float* q, float* k, int64_t T, int64_t n_head, int64_t 
     raise("qk_norm_rope: head_dim " + std::to_string(head_dim) + " is not supported");
   const int threads = int((head_dim / 2 + 31) / 32 * 32);
   launch_pdl(qk_norm_rope_kernel, unsigned(rows), unsigned(threads), as_stream(stream), q, k,
-             n_head, n_head_kv, T * n_head, head_dim, q_w, k_w, eps, pos0, inv_freq);
+             n_head, n_head_kv, T * n_head, head_dim, q_w, k_w, eps, pos0, inv_freq,
+             static_cast<const int32_t*>(nullptr));
   check_last_launch("qk_norm_rope");
+}
+
+void launch_qk_norm_rope_rows(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,
+                              int64_t head_dim, const float* q_w, const float* k_w, float eps,
+                              const int32_t* pos, const float* inv_freq, Stream stream) {
+  const int64_t rows = T * (n_head + n_head_kv);
+  if (rows <= 0) return;
+  if (head_dim % 2 != 0 || head_dim > 2048)
+    raise("qk_norm_rope: head_dim " + std::to_string(head_dim) + " is not supported");
+  const int threads = int((head_dim / 2 + 31) / 32 * 32);
+  launch_pdl(qk_norm_rope_kernel, unsigned(rows), unsigned(threads), as_stream(stream), q, k,
+             n_head, n_head_kv, T * n_head, head_dim, q_w, k_w, eps, int64_t(0), inv_freq, pos);
+  check_last_launch("qk_norm_rope_rows");
+}
+
+void launch_kv_append_batch(const DecodeSeqDesc* seqs, int n_seq, const float* k, const float* v,
+                            int n_head_kv, int head_dim, Stream stream) {
+  if (n_seq <= 0) return;
+  kv_append_batch_kernel<<<unsigned(n_seq * n_head_kv), 128, 0, as_stream(stream)>>>(
+      seqs, k, v, n_head_kv, head_dim);
+  check_last_launch("kv_append_batch");
 }
 
 }  // namespace tq::cuda

@@ -74,5 +74,9 @@ void launch_swiglu_bf16(const float* gate, const float* up, void* out_bf16, int6
 void launch_qk_norm_rope(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,
                          int64_t head_dim, const float* q_w, const float* k_w, float eps,
                          int64_t pos0, const float* inv_freq, Stream st);
+// As launch_qk_norm_rope with row t at position pos[t] (device int32, T entries).
+void launch_qk_norm_rope_rows(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,
+                              int64_t head_dim, const float* q_w, const float* k_w, float eps,
+                              const int32_t* pos, const float* inv_freq, Stream st);
 
 }  // namespace tq::cuda

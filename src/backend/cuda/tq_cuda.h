@@ -101,6 +101,18 @@ void tq_encode_rows(const float* x, int64_t n_token, int n_head_kv, int64_t x_to
                     uint16_t* scales, int64_t head_stride, int64_t t0, float* rot,
                     int64_t rot_head_stride, int64_t rot_t0, void* stream = nullptr);
 
+// Batched one-token appends, one launch for all sequences (descriptors in device memory, fields
+// reused as: k, v the sequence's store; len the slot; row the row of the new k, v
+// [*, n_head_kv, head_dim] f32). tq_encode_batch: TurboQuant codes / scales (k_scale, v_scale)
+// at record `len`, and with k_tail set the rotated rows at exact row tail_len (head stride
+// tail_head_stride); head_dim 128, same codes as tq_encode_rows. launch_kv_append_batch: bf16
+// stores, as launch_kv_write.
+void tq_encode_batch(const DecodeSeqDesc* seqs, int n_seq, int n_head_kv, const float* k,
+                     const float* v, const TqCodecDev& kc, const TqCodecDev& vc,
+                     void* stream = nullptr);
+void launch_kv_append_batch(const DecodeSeqDesc* seqs, int n_seq, const float* k, const float* v,
+                            int n_head_kv, int head_dim, void* stream);
+
 // Conversions and fills used by tests and benchmarks (fills are hash-based: fast, reproducible
 // for a seed, and never zeros, which would time unrealistically).
 void f32_to_bf16(const float* x, uint16_t* y, int64_t n, void* stream = nullptr);

@@ -24,20 +24,15 @@ namespace {
 // (butterflies a + b / a - b by stage, no contraction), so the codes match the CPU's. With
 // `rot` set, the warp also writes the rotated raw row R x (Rotation::apply's result) at
 // rot + (h * rot_hs + rot_t0 + t) * D: a compressed layer's recent-exact window.
+// encode_vec: one vector by one warp: src_row, record index rec of codes / scales, rotated row
+// to rot_dst (null: none).
 template <int D>
-__global__ void __launch_bounds__(256) encode_kernel(const float* x, int64_t n_token, int n_kv,
-                                                     int64_t x_ts, int64_t x_hs,
-                                                     const TqCodecDev c, uint8_t* codes,
-                                                     uint16_t* scales, int64_t head_stride,
-                                                     int64_t t0, float* rot, int64_t rot_hs,
-                                                     int64_t rot_t0) {
+__device__ __forceinline__ void encode_vec(const float* src_row, const TqCodecDev& c,
+                                           uint8_t* codes, uint16_t* scales, int64_t rec,
+                                           float* rot_dst, int lane) {
   constexpr int PER = D / 32;
-  const int lane = threadIdx.x & 31;
-  const int64_t vec = int64_t(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
-  if (vec >= n_token * n_kv) return;
-  const int64_t t = vec / n_kv;
-  const int h = int(vec % n_kv);
-  const float* src = x + t * x_ts + h * x_hs + lane * PER;
+  const float* src = src_row + lane * PER;
+  const bool rot = rot_dst != nullptr;
   float v[PER];
   double ss = 0.0;
 #pragma unroll
@@ -50,7 +45,7 @@ __global__ void __launch_bounds__(256) encode_kernel(const float* x, int64_t n_t
 #pragma unroll
     for (int i = 0; i < PER; ++i) r[i] = v[i];
     warp_rotate<PER>(r, lane, c.sign_in, c.sign_out);
-    float* dst = rot + (int64_t(h) * rot_hs + rot_t0 + t) * D + lane * PER;
+    float* dst = rot_dst + lane * PER;
 #pragma unroll
     for (int i = 0; i < PER; ++i) dst[i] = r[i];
   }
@@ -76,7 +71,6 @@ __global__ void __launch_bounds__(256) encode_kernel(const float* x, int64_t n_t
     packed |= uint32_t(idx) << (4 * i);
     cc += double(c.centroids[idx]) * double(c.centroids[idx]);
   }
-  const int64_t rec = h * head_stride + t0 + t;
   uint8_t* out = codes + rec * (D / 2) + lane * (PER / 2);
 #pragma unroll
   for (int i = 0; i < PER / 2; ++i) out[i] = uint8_t(packed >> (8 * i));
@@ -89,6 +83,48 @@ __global__ void __launch_bounds__(256) encode_kernel(const float* x, int64_t n_t
     const __half hs = __float2half_rn(sc);
     scales[rec] = *reinterpret_cast<const uint16_t*>(&hs);
   }
+}
+
+template <int D>
+__global__ void __launch_bounds__(256) encode_kernel(const float* x, int64_t n_token, int n_kv,
+                                                     int64_t x_ts, int64_t x_hs,
+                                                     const TqCodecDev c, uint8_t* codes,
+                                                     uint16_t* scales, int64_t head_stride,
+                                                     int64_t t0, float* rot, int64_t rot_hs,
+                                                     int64_t rot_t0) {
+  const int lane = threadIdx.x & 31;
+  const int64_t vec = int64_t(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
+  if (vec >= n_token * n_kv) return;
+  const int64_t t = vec / n_kv;
+  const int h = int(vec % n_kv);
+  encode_vec<D>(x + t * x_ts + h * x_hs, c, codes, scales, h * head_stride + t0 + t,
+                rot ? rot + (int64_t(h) * rot_hs + rot_t0 + t) * D : nullptr, lane);
+}
+
+// Batched append: one warp per (K or V, sequence, kv head); sequence b's row seqs[b].row of
+// x [*, n_kv, D] goes to record seqs[b].len of its own codes / scales (head stride
+// seqs[b].head_stride) and, with a tail, to exact row seqs[b].tail_len of k_tail / v_tail.
+template <int D>
+__global__ void __launch_bounds__(256) encode_batch_kernel(const DecodeSeqDesc* seqs, int n_seq,
+                                                           int n_kv, const float* k,
+                                                           const float* v,
+                                                           __grid_constant__ const TqCodecDev kc,
+                                                           __grid_constant__ const TqCodecDev vc) {
+  const int lane = threadIdx.x & 31;
+  const int64_t vec = int64_t(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
+  const int64_t per = int64_t(n_seq) * n_kv;
+  if (vec >= 2 * per) return;
+  const bool is_v = vec >= per;
+  const int64_t r = is_v ? vec - per : vec;
+  const DecodeSeqDesc& s = seqs[r / n_kv];
+  const int h = int(r % n_kv);
+  const float* src = (is_v ? v : k) + (int64_t(s.row) * n_kv + h) * D;
+  uint8_t* codes = static_cast<uint8_t*>(const_cast<void*>(is_v ? s.v : s.k));
+  uint16_t* scales = const_cast<uint16_t*>(is_v ? s.v_scale : s.k_scale);
+  const float* tail = is_v ? s.v_tail : s.k_tail;
+  float* rot = tail ? const_cast<float*>(tail) + (h * s.tail_head_stride + s.tail_len) * D
+                    : nullptr;
+  encode_vec<D>(src, is_v ? vc : kc, codes, scales, h * s.head_stride + s.len, rot, lane);
 }
 
 __global__ void f32_to_bf16_kernel(const float* x, uint16_t* y, int64_t n) {
@@ -183,6 +219,18 @@ void tq_encode_rows(const float* x, int64_t n_token, int n_head_kv, int64_t x_to
   }
 #undef TQ_ENCODE_CASE
   check_last_launch("tq_encode");
+}
+
+void tq_encode_batch(const DecodeSeqDesc* seqs, int n_seq, int n_head_kv, const float* k,
+                     const float* v, const TqCodecDev& kc, const TqCodecDev& vc, void* stream) {
+  if (n_seq <= 0) return;
+  if (kc.head_dim != 128 || vc.head_dim != 128)
+    raise("tq_encode_batch: head_dim " + std::to_string(kc.head_dim) + " is not supported");
+  const int64_t n_vec = 2 * int64_t(n_seq) * n_head_kv;
+  const int per_block = 8;
+  encode_batch_kernel<128><<<unsigned((n_vec + per_block - 1) / per_block), 32 * per_block, 0,
+                             as_stream(stream)>>>(seqs, n_seq, n_head_kv, k, v, kc, vc);
+  check_last_launch("tq_encode_batch");
 }
 
 void f32_to_bf16(const float* x, uint16_t* y, int64_t n, void* stream) {

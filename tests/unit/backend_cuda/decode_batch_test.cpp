@@ -1,10 +1,13 @@
 // Backend::decode_attention_batch on the CUDA backend (one launch per kind over per-sequence
 // descriptors) against the per-sequence path (append_and_attend, itself checked against the CPU
 // elsewhere) on identical caches: dense bf16 and TurboQuant with and without an exact window,
-// lengths 1 .. 5000, batches of 1, 3 and 32, rows out of order, outputs NaN-poisoned.
+// lengths 1 .. 5000, batches of 1, 3 and 32, rows out of order, outputs NaN-poisoned; the batched
+// append (decode_reserve + kv_append_batch) and the per-row-position q/k RoPE likewise.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -132,6 +135,121 @@ TEST(CudaDecodeBatch, TurboQuantMatchesPerSequence) {
 TEST(CudaDecodeBatch, MixedKindsInOneCall) {
   TQ_REQUIRE_GPU();
   run({Kind::Dense, Kind::Tq128, Kind::Tq0}, 32);
+}
+
+// The batched append path (decode_reserve, one Backend::kv_append_batch, decode_attention_batch,
+// finish_decode) against append_and_attend per sequence: the stored state (dense rows, TurboQuant
+// codes / scales and exact window, as save_block bytes of the new token) byte-identical, the
+// attention within the decode-batch tolerance.
+double append_step(Backend& be, std::vector<Seq>& seqs, float scale) {
+  const int64_t B = int64_t(seqs.size()), qd = kShape.n_head * kShape.head_dim;
+  const int64_t kd = kShape.n_head_kv * kShape.head_dim;
+  DeviceBuffer q = to_dev(be, randn(size_t(B * qd)));
+  DeviceBuffer k = to_dev(be, randn(size_t(B * kd), 2.0f)), v = to_dev(be, randn(size_t(B * kd)));
+  DeviceBuffer want = poisoned(be, size_t(B * qd)), got = poisoned(be, size_t(B * qd));
+  std::vector<DecodeSeq> views;
+  std::vector<KvAppend> appends;
+  for (int64_t i = 0; i < B; ++i) {
+    const int64_t row = (i * 7 + 3) % B;  // rows out of order (B = 3, 32: a permutation)
+    seqs[size_t(i)].ref->append_and_attend(be, q.f32() + row * qd, k.f32() + row * kd,
+                                           v.f32() + row * kd, 1, scale, want.f32() + row * qd);
+    DecodeSeq view;
+    KvAppend app;
+    EXPECT_TRUE(seqs[size_t(i)].bat->decode_reserve(be, app, view));
+    app.row = view.row = row;
+    appends.push_back(app);
+    views.push_back(view);
+  }
+  be.kv_append_batch(appends, k.f32(), v.f32());
+  cuda::poison_shared_memory();
+  be.decode_attention_batch(views, q.f32(), got.f32(), kShape.n_head, scale);
+  for (Seq& s : seqs) s.bat->finish_decode(be);
+  for (const Seq& s : seqs) {
+    EXPECT_EQ(s.ref->n_tokens(), s.bat->n_tokens());
+    std::vector<uint8_t> a, b;
+    s.ref->save_block(be, s.ref->n_tokens() - 1, a);
+    s.bat->save_block(be, s.bat->n_tokens() - 1, b);
+    EXPECT_TRUE(a == b) << "stored state differs, kind " << int(s.kind) << " len " << s.len;
+  }
+  const std::vector<float> w = from_dev(be, want, size_t(B * qd));
+  const std::vector<float> g = from_dev(be, got, size_t(B * qd));
+  double worst = 0;
+  for (int64_t r = 0; r < B; ++r) {
+    std::vector<float> gr(g.begin() + r * qd, g.begin() + (r + 1) * qd);
+    std::vector<double> wr(w.begin() + r * qd, w.begin() + (r + 1) * qd);
+    worst = std::max(worst, rel_err(gr, wr));
+  }
+  return worst;
+}
+
+void run_append(const std::vector<Kind>& kinds, int64_t B) {
+  auto be = make_cuda_backend();
+  quant::TqFormat f;
+  f.head_dim = 128;
+  f.key_seed = rng()();
+  f.value_seed = rng()();
+  f.per_layer_seeds = true;
+  const float scale = 1.0f / std::sqrt(float(kShape.head_dim));
+  const int64_t lens[] = {1, 7, 300, 5000, 129, 2048};
+  DeviceBuffer q_big = to_dev(*be, randn(size_t(5000 * kShape.n_head * kShape.head_dim)));
+  std::vector<Seq> seqs;
+  for (int64_t i = 0; i < B; ++i) {
+    Seq s{kinds[size_t(i) % kinds.size()], lens[(i / kinds.size()) % 6], nullptr, nullptr};
+    s.ref = make(*be, s.kind, f);
+    s.bat = make(*be, s.kind, f);
+    prefill(*be, s, q_big, scale);
+    seqs.push_back(std::move(s));
+  }
+  for (int st = 0; st < 3; ++st) {
+    const double e = append_step(*be, seqs, scale);
+    std::printf("[append-batch] kinds %zu B %2lld step %d: rel err vs per-sequence %.2e\n",
+                kinds.size(), (long long)B, st, e);
+    EXPECT_LT(e, 3e-3) << "B " << B << " step " << st;
+  }
+}
+
+TEST(CudaDecodeBatch, BatchedAppendMatchesPerSequence) {
+  TQ_REQUIRE_GPU();
+  for (int64_t B : {3, 32}) {
+    run_append({Kind::Dense}, B);
+    run_append({Kind::Tq0}, B);
+    run_append({Kind::Tq128}, B);
+    run_append({Kind::Dense, Kind::Tq128, Kind::Tq0}, B);
+  }
+}
+
+// qk_norm_rope_rows (one launch, per-row positions) against one qk_norm_rope call per row:
+// bit-identical q and k, with and without the per-head norms.
+TEST(CudaDecodeBatch, RopeRowsMatchPerRowCalls) {
+  TQ_REQUIRE_GPU();
+  auto be = make_cuda_backend();
+  const int64_t H = 8, HK = 2, D = 128, T = 37;
+  std::vector<float> inv(size_t(D / 2));
+  for (int64_t i = 0; i < D / 2; ++i) inv[size_t(i)] = std::pow(1e6f, -2.0f * float(i) / float(D));
+  const std::vector<float> qn = randn(size_t(D)), kn = randn(size_t(D));
+  Weight wq = be->load_weight(DType::F32, qn.data(), 1, D);
+  Weight wk = be->load_weight(DType::F32, kn.data(), 1, D);
+  std::vector<int64_t> pos(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = (t * 977 + 5) % 9000;
+  pos[3] = 0;
+  pos[4] = 1;  // a consecutive run
+  for (bool norm : {false, true}) {  // the second pass reuses the uploaded positions
+    const std::vector<float> q0 = randn(size_t(T * H * D)), k0 = randn(size_t(T * HK * D));
+    DeviceBuffer qa = to_dev(*be, q0), ka = to_dev(*be, k0), qb = to_dev(*be, q0),
+                 kb = to_dev(*be, k0);
+    for (int64_t t = 0; t < T; ++t)
+      be->qk_norm_rope(qa.f32() + t * H * D, ka.f32() + t * HK * D, 1, H, HK, D,
+                       norm ? &wq : nullptr, norm ? &wk : nullptr, 1e-6f, pos[size_t(t)], inv);
+    be->qk_norm_rope_rows(qb.f32(), kb.f32(), T, H, HK, D, norm ? &wq : nullptr,
+                          norm ? &wk : nullptr, 1e-6f, pos, inv);
+    const std::vector<float> a = from_dev(*be, qa, size_t(T * H * D)),
+                             b = from_dev(*be, qb, size_t(T * H * D));
+    const std::vector<float> c = from_dev(*be, ka, size_t(T * HK * D)),
+                             d = from_dev(*be, kb, size_t(T * HK * D));
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << "q, norm " << norm;
+    EXPECT_EQ(0, std::memcmp(c.data(), d.data(), c.size() * 4)) << "k, norm " << norm;
+    EXPECT_NE(0, std::memcmp(a.data(), q0.data(), a.size() * 4));  // it did rotate
+  }
 }
 
 }  // namespace
