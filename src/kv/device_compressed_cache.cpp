@@ -99,7 +99,12 @@ void DeviceCompressedCache::ensure_window(int64_t rows) {
     start_ = 0;
     return;
   }
-  const int64_t cap = std::max(rows, 2 * recent_ + 64);
+  rehome_window(std::max(rows, 2 * recent_ + 64));
+}
+
+void DeviceCompressedCache::rehome_window(int64_t cap) {
+  const int64_t hk = s_.n_head_kv, d = s_.head_dim;
+  const size_t held_bytes = size_t(held_ * d) * sizeof(float);
   DeviceBuffer nk(be_, size_t(hk * cap * d) * sizeof(float));
   DeviceBuffer nv(be_, nk.bytes());
   for (int64_t h = 0; h < hk && held_ > 0; ++h) {
@@ -118,21 +123,7 @@ void DeviceCompressedCache::trim() {
   held_ = recent_;
   // A long call (a prefill chunk) grew the window: give that memory back (decode steps never
   // grow it, so they allocate nothing).
-  if (tail_cap_ > 2 * recent_ + 64) {
-    const int64_t keep_start = start_;
-    const int64_t hk = s_.n_head_kv, d = s_.head_dim, cap = 2 * recent_ + 64;
-    DeviceBuffer nk(be_, size_t(hk * cap * d) * sizeof(float));
-    DeviceBuffer nv(be_, nk.bytes());
-    const size_t held_bytes = size_t(held_ * d) * sizeof(float);
-    for (int64_t h = 0; h < hk && held_ > 0; ++h) {
-      be_->copy(nk.f32() + h * cap * d, tk_.f32() + (h * tail_cap_ + keep_start) * d, held_bytes);
-      be_->copy(nv.f32() + h * cap * d, tv_.f32() + (h * tail_cap_ + keep_start) * d, held_bytes);
-    }
-    tk_ = std::move(nk);
-    tv_ = std::move(nv);
-    tail_cap_ = cap;
-    start_ = 0;
-  }
+  if (tail_cap_ > 2 * recent_ + 64) rehome_window(2 * recent_ + 64);
 }
 
 void DeviceCompressedCache::write(const float* k, const float* v, int64_t T) {

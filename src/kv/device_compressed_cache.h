@@ -51,6 +51,7 @@ class DeviceCompressedCache final : public LayerCache {
   TqRows rows() const;  // the window's first held row at slot 0
   void ensure_window(int64_t rows);  // room for `rows` window rows from start_
   void trim();                       // keep the last recent_ rows
+  void rehome_window(int64_t cap);   // the held rows to row 0 of a new buffer of cap rows
   void write(const float* k, const float* v, int64_t T);  // encode + window, no attention
   std::vector<uint8_t> record(bool key, int64_t h, int64_t t) const;
 
