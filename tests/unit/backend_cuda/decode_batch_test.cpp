@@ -51,6 +51,45 @@ void prefill(Backend& be, Seq& s, const DeviceBuffer& q_big, float scale) {
   }
 }
 
+// The worst relative error over the B rows of qd floats: got against want (device buffers).
+double worst_row_err(Backend& be, const DeviceBuffer& want, const DeviceBuffer& got, int64_t B,
+                     int64_t qd) {
+  const std::vector<float> w = from_dev(be, want, size_t(B * qd));
+  const std::vector<float> g = from_dev(be, got, size_t(B * qd));
+  double worst = 0;
+  for (int64_t r = 0; r < B; ++r) {
+    std::vector<float> gr(g.begin() + r * qd, g.begin() + (r + 1) * qd);
+    std::vector<double> wr(w.begin() + r * qd, w.begin() + (r + 1) * qd);
+    worst = std::max(worst, rel_err(gr, wr));
+  }
+  return worst;
+}
+
+// B sequences cycling through `kinds` and the context lengths, both caches of each prefilled.
+std::vector<Seq> make_seqs(Backend& be, const std::vector<Kind>& kinds, int64_t B,
+                           const quant::TqFormat& f, float scale) {
+  const int64_t lens[] = {1, 7, 300, 5000, 129, 2048};
+  DeviceBuffer q_big = to_dev(be, randn(size_t(5000 * kShape.n_head * kShape.head_dim)));
+  std::vector<Seq> seqs;
+  for (int64_t i = 0; i < B; ++i) {
+    Seq s{kinds[size_t(i) % kinds.size()], lens[(i / kinds.size()) % 6], nullptr, nullptr};
+    s.ref = make(be, s.kind, f);
+    s.bat = make(be, s.kind, f);
+    prefill(be, s, q_big, scale);
+    seqs.push_back(std::move(s));
+  }
+  return seqs;
+}
+
+quant::TqFormat random_format() {
+  quant::TqFormat f;
+  f.head_dim = 128;
+  f.key_seed = rng()();
+  f.value_seed = rng()();
+  f.per_layer_seeds = true;
+  return f;
+}
+
 // One decode step of every sequence both ways; returns the worst relative error.
 double step(Backend& be, std::vector<Seq>& seqs, float scale, bool* all_batched) {
   const int64_t B = int64_t(seqs.size()), qd = kShape.n_head * kShape.head_dim;
@@ -78,36 +117,16 @@ double step(Backend& be, std::vector<Seq>& seqs, float scale, bool* all_batched)
   cuda::poison_shared_memory();
   be.decode_attention_batch(views, q.f32(), got.f32(), kShape.n_head, scale);
   for (LayerCache* c : batched) c->finish_decode(be);
-  const std::vector<float> w = from_dev(be, want, size_t(B * qd));
-  const std::vector<float> g = from_dev(be, got, size_t(B * qd));
-  double worst = 0;
-  for (int64_t r = 0; r < B; ++r) {
-    std::vector<float> gr(g.begin() + r * qd, g.begin() + (r + 1) * qd);
-    std::vector<double> wr(w.begin() + r * qd, w.begin() + (r + 1) * qd);
-    worst = std::max(worst, rel_err(gr, wr));
-  }
+  const double worst = worst_row_err(be, want, got, B, qd);
   for (const Seq& s : seqs) EXPECT_EQ(s.ref->n_tokens(), s.bat->n_tokens());
   return worst;
 }
 
 void run(const std::vector<Kind>& kinds, int64_t B) {
   auto be = make_cuda_backend();
-  quant::TqFormat f;
-  f.head_dim = 128;
-  f.key_seed = rng()();
-  f.value_seed = rng()();
-  f.per_layer_seeds = true;
+  const quant::TqFormat f = random_format();
   const float scale = 1.0f / std::sqrt(float(kShape.head_dim));
-  const int64_t lens[] = {1, 7, 300, 5000, 129, 2048};
-  DeviceBuffer q_big = to_dev(*be, randn(size_t(5000 * kShape.n_head * kShape.head_dim)));
-  std::vector<Seq> seqs;
-  for (int64_t i = 0; i < B; ++i) {
-    Seq s{kinds[size_t(i) % kinds.size()], lens[(i / kinds.size()) % 6], nullptr, nullptr};
-    s.ref = make(*be, s.kind, f);
-    s.bat = make(*be, s.kind, f);
-    prefill(*be, s, q_big, scale);
-    seqs.push_back(std::move(s));
-  }
+  std::vector<Seq> seqs = make_seqs(*be, kinds, B, f, scale);
   for (int st = 0; st < 3; ++st) {
     bool all = true;
     const double e = step(*be, seqs, scale, &all);
@@ -171,35 +190,14 @@ double append_step(Backend& be, std::vector<Seq>& seqs, float scale) {
     s.bat->save_block(be, s.bat->n_tokens() - 1, b);
     EXPECT_TRUE(a == b) << "stored state differs, kind " << int(s.kind) << " len " << s.len;
   }
-  const std::vector<float> w = from_dev(be, want, size_t(B * qd));
-  const std::vector<float> g = from_dev(be, got, size_t(B * qd));
-  double worst = 0;
-  for (int64_t r = 0; r < B; ++r) {
-    std::vector<float> gr(g.begin() + r * qd, g.begin() + (r + 1) * qd);
-    std::vector<double> wr(w.begin() + r * qd, w.begin() + (r + 1) * qd);
-    worst = std::max(worst, rel_err(gr, wr));
-  }
-  return worst;
+  return worst_row_err(be, want, got, B, qd);
 }
 
 void run_append(const std::vector<Kind>& kinds, int64_t B) {
   auto be = make_cuda_backend();
-  quant::TqFormat f;
-  f.head_dim = 128;
-  f.key_seed = rng()();
-  f.value_seed = rng()();
-  f.per_layer_seeds = true;
+  const quant::TqFormat f = random_format();
   const float scale = 1.0f / std::sqrt(float(kShape.head_dim));
-  const int64_t lens[] = {1, 7, 300, 5000, 129, 2048};
-  DeviceBuffer q_big = to_dev(*be, randn(size_t(5000 * kShape.n_head * kShape.head_dim)));
-  std::vector<Seq> seqs;
-  for (int64_t i = 0; i < B; ++i) {
-    Seq s{kinds[size_t(i) % kinds.size()], lens[(i / kinds.size()) % 6], nullptr, nullptr};
-    s.ref = make(*be, s.kind, f);
-    s.bat = make(*be, s.kind, f);
-    prefill(*be, s, q_big, scale);
-    seqs.push_back(std::move(s));
-  }
+  std::vector<Seq> seqs = make_seqs(*be, kinds, B, f, scale);
   for (int st = 0; st < 3; ++st) {
     const double e = append_step(*be, seqs, scale);
     std::printf("[append-batch] kinds %zu B %2lld step %d: rel err vs per-sequence %.2e\n",
