@@ -63,7 +63,9 @@ struct TqParams {
   const DecodeSeqDesc* seqs;  // batched form: per-sequence pointers (then k .. tlens unused)
   int n_head, n_head_kv, G, n_split, n_total, n_sub;
   float qscale;
-  int mode;  // benchmark knob (TQ_DECODE_MODE): 0 normal; 1 loads only (wrong results)
+  // Benchmark probes (TQ_DECODE_MODE, wrong results): 0 normal; 1 loads only; 2 no loads and no
+  // math (prologue + merge chain); 3 return at once (launch cost).
+  int mode;
   float cent[16];
   uint32_t ksign_in[8], ksign_out[8], vsign_in[8], vsign_out[8];
 };
@@ -83,7 +85,9 @@ __device__ __forceinline__ uint32_t lut_byte(const uint8_t* lut, uint32_t lane4,
   return *reinterpret_cast<const uint32_t*>(lut + off);
 }
 
+template <int TW>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqParams p) {
+  static_assert(TW == 16 || TW == 32, "tokens per warp per stage");
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ __align__(8) uint64_t full[kStages];
   __shared__ uint32_t released[kStages];  // warps done with each slot, counted up forever
@@ -96,6 +100,24 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gid = lane >> 2, tig = lane & 3;
   const int g0 = sub * 8, gn = min(8, p.G - g0);
   const bool is_tail = split >= p.n_split;
+  if (p.mode == 3) return;  // probe: launch cost only
+  // Shared-memory-only prologue first: with programmatic dependent launch it overlaps the end of
+  // the previous kernel; griddepcontrol.wait then orders every global read after it (a no-op
+  // without PDL). Warp 0 leaves the table to the others and goes on to the stage loads.
+  if (!is_tail) {
+    if (tid == 0) {
+      for (int i = 0; i < kStages; ++i) mbar_init(&full[i], 1), released[i] = 0;
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    // Table: 32 copies of each entry, 16 bytes per store.
+    for (int i = tid - 32; i < 256 * 8; i += kThreads - 32) {
+      if (i < 0) break;
+      const int e = i >> 3;
+      const uint32_t h = pack_half2(p.cent[e & 15], p.cent[e >> 4]);
+      reinterpret_cast<uint4*>(smem + e * kLutStride)[i & 7] = make_uint4(h, h, h, h);
+    }
+  }
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
   // Sequence b's storage: its descriptor (batched form) or b * seq_stride into the arrays.
   const uint8_t* kseq = p.k;
   const uint8_t* vseq = p.v;
@@ -127,7 +149,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   const int units = (L + 7) / 8;
   const int s0 = 8 * int(int64_t(units) * split / p.n_split);
   const int end = is_tail ? 0 : min(L, 8 * int(int64_t(units) * (split + 1) / p.n_split));
-  const int n_it = end > s0 ? (end - s0 + kStageTok - 1) / kStageTok : 0;
+  // Probe TQ_DECODE_MODE=2: no stage loads and no math (prologue, merge and launch chain only).
+  const int n_it = end > s0 && p.mode != 2 ? (end - s0 + kStageTok - 1) / kStageTok : 0;
 
   const int64_t base = seq_base + int64_t(hk) * head_stride;
   const uint8_t* krow = kseq + base * kRow;
@@ -169,18 +192,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   if (is_tail) {
     issue_tail(0);
     issue_tail(1);
-  } else {
-    if (tid == 0) {
-      for (int i = 0; i < kStages; ++i) mbar_init(&full[i], 1), released[i] = 0;
-      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-      for (int i = 0; i < kStages - 1; ++i) issue(i, i);
-    }
-    // Table: 32 copies of each entry, 16 bytes per store.
-    for (int i = tid; i < 256 * 8; i += kThreads) {
-      const int e = i >> 3;
-      const uint32_t h = pack_half2(p.cent[e & 15], p.cent[e >> 4]);
-      reinterpret_cast<uint4*>(smem + e * kLutStride)[i & 7] = make_uint4(h, h, h, h);
-    }
+  } else if (tid == 0) {
+    for (int i = 0; i < kStages - 1; ++i) issue(i, i);
   }
   const int q_head0 = hk * p.G + g0;
   const float* qsrc = p.q + (qrow * p.n_head + q_head0) * D;
@@ -224,22 +237,25 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
     if (tid == 0) issue(kStages - 1, kStages - 1);
     const uint32_t lane4 = uint32_t(lane) * 4u;
     // No block-wide barrier per stage: each warp waits for its data only, and the last warp to
-    // release a slot refills it with the stage kStages ahead.
-    int slot = 0;
+    // release a slot refills it with the stage kStages ahead. TW = 32 (v8): warp group grp takes
+    // the stages j = grp (mod kGroups), each warp TW tokens of it (one max / rescale per TW).
+    constexpr int kPerStage = kStageTok / TW, kGroups = kWarps / kPerStage, NT = TW / 8;
+    const int grp = warp / kPerStage, tw = (warp % kPerStage) * TW;
+    int slot = grp;
     uint32_t phase = 0;
-    for (int it = 0; it < n_it; ++it) {
+    for (int it = grp; it < n_it; it += kGroups) {
       mbar_wait(&full[slot], phase);
       const uint8_t* st = stages + slot * kStageBytes;
       const uint16_t* kss = reinterpret_cast<const uint16_t*>(st + 2 * kStageTok * kRow);
       const uint16_t* vss = kss + kStageTok;
-      const int tw = warp * 16, tok_w = s0 + it * kStageTok + tw;
+      const int base_t = s0 + it * kStageTok, lim = end - base_t;  // rows r < lim are valid
       do {
-      if (tok_w >= end || p.mode == 1) break;
+      if (tw >= lim || p.mode == 1) break;
       // Scores S^T[g, col] for columns (nt, j): token tw + nt*8 + pi(j).
-      float s[2][4];
-      float2 vsc[2];
+      float s[NT][4];
+      float2 vsc[NT];
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
+      for (int nt = 0; nt < NT; ++nt) {
         const int r = tw + nt * 8 + pi(gid);
         const uint4 kw = *reinterpret_cast<const uint4*>(st + r * kRow + tig * 16);
         const uint32_t w4[4] = {kw.x, kw.y, kw.z, kw.w};
@@ -259,67 +275,100 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
       }
       float mx = kNegInf;
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
+      for (int nt = 0; nt < NT; ++nt) {
         const int ra = tw + nt * 8 + pi(2 * tig), rb = tw + nt * 8 + pi(2 * tig + 1);
-        const int base_t = s0 + it * kStageTok;
         const float ka = __half2float(__ushort_as_half(kss[ra]));
         const float kb = __half2float(__ushort_as_half(kss[rb]));
         vsc[nt] = make_float2(__half2float(__ushort_as_half(vss[ra])),
                               __half2float(__ushort_as_half(vss[rb])));
-        s[nt][0] = base_t + ra < end ? s[nt][0] * ka : kNegInf;
-        s[nt][1] = base_t + rb < end ? s[nt][1] * kb : kNegInf;
+        s[nt][0] = ra < lim ? s[nt][0] * ka : kNegInf;
+        s[nt][1] = rb < lim ? s[nt][1] * kb : kNegInf;
         mx = fmaxf(mx, fmaxf(s[nt][0], s[nt][1]));
       }
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float m_new = fmaxf(m_run, mx);
       const float m_use = m_new == kNegInf ? 0.0f : m_new;
-      const float corr = exp2f(m_run - m_use);
+      const float corr = fast_exp2(m_run - m_use);
       float psum = 0.0f;
-      uint32_t pb[2];
+      uint32_t pb[NT];
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const float p0 = exp2f(s[nt][0] - m_use), p1 = exp2f(s[nt][1] - m_use);
+      for (int nt = 0; nt < NT; ++nt) {
+        const float p0 = fast_exp2(s[nt][0] - m_use), p1 = fast_exp2(s[nt][1] - m_use);
         psum += p0 + p1;
         pb[nt] = pack_half2(p0 > 0.0f ? p0 * vsc[nt].x : 0.0f, p1 > 0.0f ? p1 * vsc[nt].y : 0.0f);
       }
       l_run = l_run * corr + psum;
       m_run = m_new;
-      const float ca = __shfl_sync(0xffffffffu, corr, (2 * tig) * 4);
-      const float cb = __shfl_sync(0xffffffffu, corr, (2 * tig + 1) * 4);
-      // V^T A operand: k index 2tig + (q & 1) + 8 (q >> 1) -> token tw + 8 (q >> 1) + pi(...).
-      uint2 vw[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int r = tw + (q >> 1) * 8 + pi(2 * tig + (q & 1));
-        vw[q] = *reinterpret_cast<const uint2*>(st + kStageTok * kRow + r * kRow + gid * 8);
-      }
       if (__any_sync(0xffffffffu, corr != 1.0f)) {  // rescale only when a running max moved
+        const float ca = __shfl_sync(0xffffffffu, corr, (2 * tig) * 4);
+        const float cb = __shfl_sync(0xffffffffu, corr, (2 * tig + 1) * 4);
 #pragma unroll
         for (int m = 0; m < 8; ++m)
           acc[m][0] *= ca, acc[m][1] *= cb, acc[m][2] *= ca, acc[m][3] *= cb;
       }
 #pragma unroll
-      for (int m = 0; m < 8; ++m) {
-        uint32_t x[4];
+      for (int hh = 0; hh < TW / 16; ++hh) {
+        // V^T A operand: k index 2tig + (q & 1) + 8 (q >> 1) -> token 16 hh + 8 (q >> 1) + pi(..).
+        uint2 vw[4];
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-          const uint32_t w = m < 4 ? vw[q].x : vw[q].y;
-          switch (m & 3) {
-            case 0: x[q] = lut_byte<0>(smem, lane4, w); break;
-            case 1: x[q] = lut_byte<1>(smem, lane4, w); break;
-            case 2: x[q] = lut_byte<2>(smem, lane4, w); break;
-            default: x[q] = lut_byte<3>(smem, lane4, w); break;
-          }
+          const int r = tw + 16 * hh + (q >> 1) * 8 + pi(2 * tig + (q & 1));
+          vw[q] = *reinterpret_cast<const uint2*>(st + kStageTok * kRow + r * kRow + gid * 8);
         }
-        mma16816<false>(acc[m], prmt(x[0], x[1], 0x5410), prmt(x[0], x[1], 0x7632),
-                        prmt(x[2], x[3], 0x5410), prmt(x[2], x[3], 0x7632), pb[0], pb[1]);
+        if constexpr (TW == 16) {  // v7: lookups per token, then PRMT pairs them
+#pragma unroll
+          for (int m = 0; m < 8; ++m) {
+            uint32_t x[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              const uint32_t w = m < 4 ? vw[q].x : vw[q].y;
+              switch (m & 3) {
+                case 0: x[q] = lut_byte<0>(smem, lane4, w); break;
+                case 1: x[q] = lut_byte<1>(smem, lane4, w); break;
+                case 2: x[q] = lut_byte<2>(smem, lane4, w); break;
+                default: x[q] = lut_byte<3>(smem, lane4, w); break;
+              }
+            }
+            mma16816<false>(acc[m], prmt(x[0], x[1], 0x5410), prmt(x[0], x[1], 0x7632),
+                            prmt(x[2], x[3], 0x5410), prmt(x[2], x[3], 0x7632), pb[0], pb[1]);
+          }
+        } else {
+        // Nibble interleave (v8): byte i of e[..] holds (token q0's nibble, token q1's nibble) of
+        // dim 2i (even words) or 2i + 1 (odd words), so one lookup gives an A half2 directly.
+        uint32_t e[8];  // [x / y word][token pair 01 / 23][lo / hi dims]
+#pragma unroll
+        for (int wy = 0; wy < 2; ++wy)
+#pragma unroll
+          for (int pr = 0; pr < 2; ++pr) {
+            const uint32_t w0 = wy ? vw[2 * pr].y : vw[2 * pr].x;
+            const uint32_t w1 = wy ? vw[2 * pr + 1].y : vw[2 * pr + 1].x;
+            e[wy * 4 + pr * 2] = (w0 & 0x0f0f0f0fu) | ((w1 << 4) & 0xf0f0f0f0u);
+            e[wy * 4 + pr * 2 + 1] = ((w0 >> 4) & 0x0f0f0f0fu) | (w1 & 0xf0f0f0f0u);
+          }
+#pragma unroll
+        for (int m = 0; m < 8; ++m) {
+          uint32_t x[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const uint32_t w = e[(m >> 2) * 4 + q];
+            switch (m & 3) {
+              case 0: x[q] = lut_byte<0>(smem, lane4, w); break;
+              case 1: x[q] = lut_byte<1>(smem, lane4, w); break;
+              case 2: x[q] = lut_byte<2>(smem, lane4, w); break;
+              default: x[q] = lut_byte<3>(smem, lane4, w); break;
+            }
+          }
+          mma16816<false>(acc[m], x[0], x[1], x[2], x[3], pb[2 * hh], pb[2 * hh + 1]);
+        }
+        }
       }
       } while (false);
       __syncwarp();  // the whole warp has read the slot
-      if (lane == 0 && atomicAdd(&released[slot], 1u) % kWarps == kWarps - 1)
+      if (lane == 0 && atomicAdd(&released[slot], 1u) % kPerStage == kPerStage - 1)
         issue(it + kStages, slot);
-      if (++slot == kStages) slot = 0, phase ^= 1u;
+      slot += kGroups;
+      if (slot >= kStages) slot -= kStages, phase ^= 1u;
     }
   }
   cp_wait<0>();
@@ -533,15 +582,31 @@ int* merge_counters(size_t n) {
   return buf;
 }
 
+// v8 (32 tokens per warp per stage) by default; TQ_DECODE_TQ_V7=1 selects v7 (16), for same-run
+// comparisons. TQ_DECODE_PDL=1 launches with programmatic dependent launch.
+bool env_flag(const char* name) {
+  const char* e = std::getenv(name);
+  return e && std::atoi(e) != 0;
+}
+using TqKernel = void (*)(TqParams);
+TqKernel tq128_kernel_choice() {
+  static const TqKernel k = env_flag("TQ_DECODE_TQ_V7") ? tq128_kernel<16> : tq128_kernel<32>;
+  return k;
+}
+void configure(TqKernel k) {
+  CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
+  // Ask for the largest shared-memory carveout: kBlocksPerSm blocks per SM.
+  CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  int(cudaSharedmemCarveoutMaxShared)));
+}
+
 }  // namespace
 
 int tq128_blocks_per_sm() {
-  CUDA_CHECK(cudaFuncSetAttribute(tq128_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(kSmem)));
-  CUDA_CHECK(cudaFuncSetAttribute(tq128_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                  int(cudaSharedmemCarveoutMaxShared)));
+  const TqKernel k = tq128_kernel_choice();
+  configure(k);
   int n = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, tq128_kernel, kThreads, kSmem));
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, kThreads, kSmem));
   return n;
 }
 
@@ -600,16 +665,21 @@ void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void*
   }
   if (size_t(8) * (2 * p.n_total + D) * 4 > size_t(kScratchBytes))
     raise("decode_attention: too many splits for the fused merge");
+  const TqKernel kern = tq128_kernel_choice();
   static std::once_flag configured;
-  std::call_once(configured, [] {
-    CUDA_CHECK(cudaFuncSetAttribute(tq128_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(kSmem)));
-    // Ask for the largest shared-memory carveout: kBlocksPerSm blocks per SM.
-    CUDA_CHECK(cudaFuncSetAttribute(tq128_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                    int(cudaSharedmemCarveoutMaxShared)));
-  });
-  dim3 grid(p.n_total, a.n_head_kv * plan.n_sub, a.batch);
-  tq128_kernel<<<grid, kThreads, kSmem, as_stream(stream)>>>(p);
+  std::call_once(configured, [kern] { configure(kern); });
+  static const bool pdl = env_flag("TQ_DECODE_PDL");
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(p.n_total, a.n_head_kv * plan.n_sub, a.batch);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = kSmem;
+  cfg.stream = as_stream(stream);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kern, p));
   check_last_launch("tq128_kernel");
 }
 
