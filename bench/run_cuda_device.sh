@@ -5,7 +5,8 @@
 # At most 8 files under $OUT (the device tool returns no more).
 # --compare adds same-run variants of the TQ4 kernel (TQ_DECODE_TQ_V7=1, TQ_DECODE_PDL=1) and
 # the B=1 fixed-cost probes (TQ_DECODE_MODE=1 loads only, 2 no loads/no math, 3 empty launch).
-# BIN (default .gpu/bin) is where the stripped binaries are; TESTS_FILTER a gtest filter.
+# BIN (default .gpu/bin) is where the stripped binaries are; TESTS_FILTER a gtest filter;
+# NCU_TIMEOUT seconds for the profile (200).
 # Usage (on the device): bash bench/run_cuda_device.sh [--no-ncu] [--no-tests] [--compare]
 set -o pipefail
 R=$PWD
@@ -29,7 +30,9 @@ $BIN/bench_cuda_attention --decode-only --csv /tmp/ours.csv > "$OUT/bench.log" 2
 TQ_DECODE_MODE=1 $BIN/bench_cuda_attention --decode-only --quick > "$OUT/probe_loads.log" 2>&1
 PYTHONUNBUFFERED=1 python3 bench/bench_cuda_sdpa.py /tmp/ours.csv "$OUT/table.md" > "$OUT/sdpa.log" 2>&1
 if [ $compare = 1 ]; then  # one log: variants (full decode table) and B=1 probes (32K)
-  { echo "== TQ_DECODE_TQ_V7=1"; TQ_DECODE_TQ_V7=1 timeout 60 $BIN/bench_cuda_attention --decode-only
+  { echo "== TQ_DECODE_TQ_V7=1 TQ_DECODE_NO_SWIZZLE=1"
+    TQ_DECODE_TQ_V7=1 TQ_DECODE_NO_SWIZZLE=1 timeout 60 $BIN/bench_cuda_attention --decode-only
+    echo "== TQ_DECODE_NO_SWIZZLE=1"; TQ_DECODE_NO_SWIZZLE=1 timeout 60 $BIN/bench_cuda_attention --decode-only
     echo "== TQ_DECODE_PDL=1"; TQ_DECODE_PDL=1 timeout 60 $BIN/bench_cuda_attention --decode-only
     for m in 1 2 3; do echo "== TQ_DECODE_MODE=$m B=1"
       TQ_DECODE_MODE=$m timeout 20 $BIN/bench_cuda_attention --decode-only --quick --batch 1; done
@@ -37,7 +40,7 @@ if [ $compare = 1 ]; then  # one log: variants (full decode table) and B=1 probe
 fi
 if [ $ncu_on = 1 ]; then
   NCU=$(command -v ncu || find / -name ncu -type f 2>/dev/null | head -1)
-  timeout 200 "$NCU" --clock-control none -k regex:tq128 --launch-skip 8 -c 1 --set full \
+  timeout ${NCU_TIMEOUT:-200} "$NCU" --clock-control none -k regex:tq128 --launch-skip 8 -c 1 --set full \
     --import-source no -o "$OUT/prof" "$R/$BIN/bench_cuda_attention" --decode-only --quick \
     --batch 8 > /tmp/ncu_run.txt 2>&1
   "$NCU" --import "$OUT/prof.ncu-rep" --page details > "$OUT/ncu_details.txt" 2>&1
@@ -47,7 +50,7 @@ if [ $ncu_on = 1 ]; then
 fi
 grep -E "FAILED|PASSED|rel err|rc=" "$OUT/unit.log" 2>/dev/null | tail -25
 grep -E "tq4|ceiling|blocks" "$OUT/probe_loads.log"
-[ $compare = 1 ] && grep -E "^==|tq4" "$OUT/compare.log"
+[ $compare = 1 ] && grep -E "^==|tq4_decode " "$OUT/compare.log"
 cat "$OUT/smi.txt"
 grep -E "ceiling|blocks per SM" "$OUT/bench.log"
 cat "$OUT/table.md"

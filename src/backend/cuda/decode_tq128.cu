@@ -66,6 +66,7 @@ struct TqParams {
   // Benchmark probes (TQ_DECODE_MODE, wrong results): 0 normal; 1 loads only; 2 no loads and no
   // math (prologue + merge chain); 3 return at once (launch cost).
   int mode;
+  int swizzle;  // 1 (v9): conflict-free query fragment loads and partial-sum stores; 0: v8
   float cent[16];
   uint32_t ksign_in[8], ksign_out[8], vsign_in[8], vsign_out[8];
 };
@@ -73,7 +74,29 @@ struct TqParams {
 __device__ __forceinline__ bool sign_bit(const uint32_t* mask, int i) {
   return (mask[i >> 5] >> (i & 31)) & 1u;
 }
+// Walsh-Hadamard transform (unnormalised) of a 128-vector held by a warp, lane l owning elements
+// 4 l .. 4 l + 3: the butterflies (j, j + h) for h = 1, 2 in registers, then h = 4 .. 64 by
+// shuffles; same operations in the same order as the shared-memory passes (bit-identical).
+__device__ __forceinline__ void fwht128(float (&e)[4], int lane) {
+  const float a0 = e[0] + e[1], a1 = e[0] - e[1], a2 = e[2] + e[3], a3 = e[2] - e[3];
+  e[0] = a0 + a2, e[1] = a1 + a3, e[2] = a0 - a2, e[3] = a1 - a3;
+#pragma unroll
+  for (int k = 1; k < 32; k <<= 1) {
+    const bool hi = lane & k;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float o = __shfl_xor_sync(0xffffffffu, e[i], k);
+      e[i] = hi ? o - e[i] : e[i] + o;
+    }
+  }
+}
 __device__ __forceinline__ int pi(int j) { return j ^ ((j >> 1) & 1); }
+// Column of (head row r, dim c) in the per-warp partial sums (v9, swz = 0xe): bits 1-3 of c
+// XOR (r / 2 % 4, c / 32 % 2), so the MMA-layout float2 stores (r = 2 tig (+1), c = 16 gid + 2 m)
+// of a half warp hit 16 different bank pairs, and 32 consecutive c stay a permutation of 32 banks.
+__device__ __forceinline__ int wcol(int r, int c, int swz) {
+  return c ^ (((((r >> 1) & 3) | (((c >> 5) & 1) << 2)) << 1) & swz);
+}
 // Table entry for byte K of w: offset (byte << 8) | lane4 by one PRMT, then one LDS.
 template <int K>
 __device__ __forceinline__ uint32_t lut_byte(const uint8_t* lut, uint32_t lane4, uint32_t w) {
@@ -94,6 +117,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   uint8_t* stages = smem + kLutBytes;
   // Rotated queries [8][D]: in the last stage slot, which the prologue does not load.
   float* qs = reinterpret_cast<float*>(stages + (kStages - 1) * kStageBytes);
+  // The same queries with 16-byte chunk c of row g at c ^ g (v9): the per-lane A-fragment loads
+  // below then hit 8 different bank groups (they were all in one: a 32-way conflict, ~3 us).
+  float* qsw = qs + 8 * D;
+  const int swz = p.swizzle ? 0xe : 0;
 
   const int split = blockIdx.x, hk = blockIdx.y / p.n_sub, sub = blockIdx.y % p.n_sub;
   const int b = blockIdx.z;
@@ -197,25 +224,22 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   }
   const int q_head0 = hk * p.G + g0;
   const float* qsrc = p.q + (qrow * p.n_head + q_head0) * D;
-  for (int i = tid; i < 8 * D; i += kThreads) {
-    const float x = i / D < gn ? qsrc[i] : 0.0f;
-    qs[i] = sign_bit(p.ksign_in, i % D) ? -x : x;
-  }
-  __syncthreads();
-  for (int h = 1; h < D; h <<= 1) {  // y = D2 H D1 q / sqrt(D), all rows at once
-    for (int i = tid; i < 8 * D / 2; i += kThreads) {
-      const int g = i / (D / 2), r = i % (D / 2);
-      const int j = (r / h) * 2 * h + (r % h);
-      float* row = qs + g * D;
-      const float x = row[j], y = row[j + h];
-      row[j] = x + y;
-      row[j + h] = x - y;
+  if (warp < 8) {  // y = D2 H D1 q / sqrt(D) in registers: warp g takes head g (v9)
+    const int g = warp;
+    const float sq = p.qscale * rsqrtf(float(D));
+    float e[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int c = 4 * lane + i;
+      const float x = g < gn ? qsrc[g * D + c] : 0.0f;
+      e[i] = sign_bit(p.ksign_in, c) ? -x : x;
     }
-    __syncthreads();
-  }
-  {
-    const float s = p.qscale * rsqrtf(float(D));
-    for (int i = tid; i < 8 * D; i += kThreads) qs[i] *= sign_bit(p.ksign_out, i % D) ? -s : s;
+    fwht128(e, lane);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) e[i] *= sign_bit(p.ksign_out, 4 * lane + i) ? -sq : sq;
+    const float4 v = make_float4(e[0], e[1], e[2], e[3]);
+    reinterpret_cast<float4*>(qs + g * D)[lane] = v;
+    reinterpret_cast<float4*>(qsw + g * D)[lane ^ g] = v;
   }
   __syncthreads();
 
@@ -229,9 +253,15 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
 #pragma unroll
     for (int kc = 0; kc < 8; ++kc) {
       const int p0 = tig * (D / 8) + 2 * kc;
-      const float* row = qs + gid * D;
-      qa0[kc] = pack_half2(row[2 * p0], row[2 * p0 + 1]);
-      qa2[kc] = pack_half2(row[2 * p0 + 2], row[2 * p0 + 3]);
+      if (swz) {
+        const float4 v = reinterpret_cast<const float4*>(qsw + gid * D)[(8 * tig + kc) ^ gid];
+        qa0[kc] = pack_half2(v.x, v.y);
+        qa2[kc] = pack_half2(v.z, v.w);
+      } else {  // v8 and before
+        const float* row = qs + gid * D;
+        qa0[kc] = pack_half2(row[2 * p0], row[2 * p0 + 1]);
+        qa2[kc] = pack_half2(row[2 * p0 + 2], row[2 * p0 + 3]);
+      }
     }
     __syncthreads();  // the queries are in registers: their slot takes the last prologue stage
     if (tid == 0) issue(kStages - 1, kStages - 1);
@@ -374,7 +404,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   cp_wait<0>();
   __syncthreads();  // stages and the table are free from here: reuse them as scratch
 
-  float* wacc = reinterpret_cast<float*>(smem);  // [kWarps][8][D]
+  float* wacc = reinterpret_cast<float*>(smem);  // [kWarps][8][D], columns by wcol() (v9)
   float* wm = wacc + kWarps * 8 * D;             // [kWarps][8]
   float* wl = wm + kWarps * 8;
   if (!is_tail) {
@@ -384,15 +414,21 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
       wm[warp * 8 + gid] = m_run;
       wl[warp * 8 + gid] = l_run;
     }
+    float* w0 = wacc + (warp * 8 + 2 * tig) * D;
+    float* w1 = w0 + D;
 #pragma unroll
     for (int m = 0; m < 8; ++m) {
       const int j = (D / 16) * gid + m;
-      float* w0 = wacc + (warp * 8 + 2 * tig) * D;
-      float* w1 = w0 + D;
-      w0[2 * j] = acc[m][0];
-      w1[2 * j] = acc[m][1];
-      w0[2 * j + 1] = acc[m][2];
-      w1[2 * j + 1] = acc[m][3];
+      if (swz) {  // float2 stores, 16 distinct 8-byte bank pairs per half warp
+        const int c = wcol(2 * tig, 2 * j, swz);
+        *reinterpret_cast<float2*>(w0 + c) = make_float2(acc[m][0], acc[m][2]);
+        *reinterpret_cast<float2*>(w1 + c) = make_float2(acc[m][1], acc[m][3]);
+      } else {  // v8 and before: every lane of a store in 2 banks (16-way conflict, ~3 us)
+        w0[2 * j] = acc[m][0];
+        w1[2 * j] = acc[m][1];
+        w0[2 * j + 1] = acc[m][2];
+        w1[2 * j + 1] = acc[m][3];
+      }
     }
   } else {
     // Exact tail: rows already rotated (R_k k, R_v v as f32); in each chunk warp w takes rows
@@ -454,8 +490,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
     __syncthreads();
 #pragma unroll
     for (int g = 0; g < 8; ++g) {
-      reinterpret_cast<float4*>(wacc + (warp * 8 + g) * D)[lane] =
-          make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
+      float* row = wacc + (warp * 8 + g) * D;
+      *reinterpret_cast<float2*>(row + wcol(g, 4 * lane, swz)) = make_float2(acc[g][0], acc[g][1]);
+      *reinterpret_cast<float2*>(row + wcol(g, 4 * lane + 2, swz)) =
+          make_float2(acc[g][2], acc[g][3]);
       if (lane == 0) wm[warp * 8 + g] = mg[g], wl[warp * 8 + g] = lg[g];
     }
   }
@@ -470,7 +508,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) {
         const float e = exp2f(wm[w * 8 + g] - M);
-        a += e * wacc[(w * 8 + g) * D + c];
+        a += e * wacc[(w * 8 + g) * D + wcol(g, c, swz)];
         l += e * wl[w * 8 + g];
       }
     }
@@ -488,77 +526,65 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   __syncthreads();
   if (!s_last) return;
   __threadfence();
-  // All loads of a phase are issued together (one L2 round trip each): split weights first,
-  // then each thread sums float4 columns of one head over the splits, 8 loads in flight.
+  // Warp g merges head g alone (v9: no block barriers): its lanes first issue the loads of
+  // their float4 columns of the first 16 splits, then those of the splits' (m, l) (one L2 round
+  // trip for both), and compute the split weights while the columns arrive.
   float* wts = reinterpret_cast<float*>(smem);  // [8][n_total]: m, then normalised weights
   float* lsum = wts + 8 * p.n_total;            // [8][n_total]
-  float* y = lsum + 8 * p.n_total;              // [8][D]
   const int64_t row0 = (int64_t(b) * p.n_head + q_head0) * p.n_total;
-  for (int i = tid; i < gn * p.n_total; i += kThreads) {
-    const float2 ml = __ldcg(reinterpret_cast<const float2*>(p.part_ml) + row0 + i);
-    wts[i] = ml.x;
-    lsum[i] = ml.y;
-  }
-  __syncthreads();
-  for (int g = warp; g < gn; g += kWarps) {
+  if (tid < gn * (D / 4)) {  // warp g: head g, lane l its columns 4 l .. 4 l + 3
+    const int g = warp, c4 = lane;
+    const float4* pa = reinterpret_cast<const float4*>(p.part_acc + (row0 + int64_t(g) * p.n_total) * D) + c4;
+    float4 v[16];
+#pragma unroll
+    for (int u = 0; u < 16; ++u)
+      v[u] = u < p.n_total ? __ldcg(pa + int64_t(u) * (D / 4)) : make_float4(0, 0, 0, 0);
+    float* wg = wts + g * p.n_total;
+    float* lg = lsum + g * p.n_total;
     float M = kNegInf;
-    for (int s = lane; s < p.n_total; s += 32) M = fmaxf(M, wts[g * p.n_total + s]);
+    for (int s = lane; s < p.n_total; s += 32) {
+      const float2 ml = __ldcg(reinterpret_cast<const float2*>(p.part_ml) + row0 + g * p.n_total + s);
+      wg[s] = ml.x;
+      lg[s] = ml.y;
+      M = fmaxf(M, ml.x);
+    }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
     float l = 0.0f;
     for (int s = lane; s < p.n_total; s += 32) {
-      const float m = wts[g * p.n_total + s];
-      const float e = M == kNegInf ? 0.0f : exp2f(m - M);
-      wts[g * p.n_total + s] = e;
-      l += e * lsum[g * p.n_total + s];
+      const float e = M == kNegInf ? 0.0f : exp2f(wg[s] - M);
+      wg[s] = e;
+      l += e * lg[s];
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int s = lane; s < p.n_total; s += 32) wg[s] *= inv;
     __syncwarp();
-    for (int s = lane; s < p.n_total; s += 32) wts[g * p.n_total + s] *= inv;
-  }
-  __syncthreads();
-  for (int pr = tid; pr < gn * (D / 4); pr += kThreads) {
-    const int g = pr / (D / 4), c4 = pr % (D / 4);
-    const float4* pa = reinterpret_cast<const float4*>(p.part_acc + (row0 + int64_t(g) * p.n_total) * D) + c4;
-    const float* wg = wts + g * p.n_total;
     float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     for (int s0b = 0; s0b < p.n_total; s0b += 16) {
-      float4 v[16];
+      if (s0b > 0) {
 #pragma unroll
-      for (int u = 0; u < 16; ++u)
-        v[u] = s0b + u < p.n_total ? __ldcg(pa + int64_t(s0b + u) * (D / 4)) : make_float4(0, 0, 0, 0);
+        for (int u = 0; u < 16; ++u)
+          v[u] = s0b + u < p.n_total ? __ldcg(pa + int64_t(s0b + u) * (D / 4)) : make_float4(0, 0, 0, 0);
+      }
 #pragma unroll
       for (int u = 0; u < 16; ++u) {
         const float w = s0b + u < p.n_total ? wg[s0b + u] : 0.0f;
         a.x += w * v[u].x, a.y += w * v[u].y, a.z += w * v[u].z, a.w += w * v[u].w;
       }
     }
-    const float av[4] = {a.x, a.y, a.z, a.w};
+    float e[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) e[i] = sign_bit(p.vsign_out, 4 * c4 + i) ? -e[i] : e[i];
+    fwht128(e, lane);  // x = D1 H D2 y / sqrt(D), in registers (v9)
+    const float sc = rsqrtf(float(D));
+    float* orow = p.out + (qrow * p.n_head + q_head0 + g) * D;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int c = 4 * c4 + i;
-      y[g * D + c] = sign_bit(p.vsign_out, c) ? -av[i] : av[i];
+      orow[c] = e[i] * (sign_bit(p.vsign_in, c) ? -sc : sc);
     }
-  }
-  __syncthreads();
-  for (int h = 1; h < D; h <<= 1) {  // x = D1 H D2 y / sqrt(D)
-    for (int i = tid; i < gn * D / 2; i += kThreads) {
-      const int g = i / (D / 2), r = i % (D / 2);
-      const int j = (r / h) * 2 * h + (r % h);
-      float* row = y + g * D;
-      const float u = row[j], w = row[j + h];
-      row[j] = u + w;
-      row[j + h] = u - w;
-    }
-    __syncthreads();
-  }
-  const float sc = rsqrtf(float(D));
-  for (int i = tid; i < gn * D; i += kThreads) {
-    const int g = i / D, c = i % D;
-    p.out[(qrow * p.n_head + q_head0 + g) * D + c] =
-        y[i] * (sign_bit(p.vsign_in, c) ? -sc : sc);
   }
   if (tid == 0) p.counters[cidx] = 0;  // ready for the next launch
 }
@@ -652,6 +678,8 @@ void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void*
     return e ? std::atoi(e) : 0;
   }();
   p.mode = mode;
+  static const bool no_swizzle = env_flag("TQ_DECODE_NO_SWIZZLE");
+  p.swizzle = no_swizzle ? 0 : 1;
   for (int i = 0; i < 16; ++i) {
     if (a.k_codec->centroids[i] != a.v_codec->centroids[i])
       raise("decode_attention: K and V codebooks differ (widths or head_dim)");
