@@ -18,95 +18,13 @@
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/tq128_merge.cuh"
 #include "backend/cuda/tq_cuda.h"
 
 namespace tq::cuda {
 namespace {
 
-constexpr int D = 128;
-constexpr int kWarps = 12;  // one block per SM shares the 64 KB table
-constexpr int kThreads = kWarps * 32;
-static_assert(kWarps % 4 == 0, "the exact tail splits 32-row chunks over 4 warps per head group");
-constexpr int kStageTok = 16 * kWarps;  // 16 tokens per warp per stage
-constexpr int kStages = 6;
-constexpr int kRow = D / 2;                                             // code bytes per token
-constexpr int kStageBytes = 2 * kStageTok * kRow + 2 * kStageTok * 2;  // K, V codes; K, V scales
-// Table: entry e (a code byte) at e * kLutStride bytes, lane l's copy of half2 (c[lo], c[hi]) at
-// + 4 l (no bank conflicts). Big table (stride 256, 64 KB): one PRMT builds a lookup's offset
-// (byte << 8 | 4 l), 2 blocks per SM. Small table (stride 128, 32 KB): SHF + LOP3, 3 blocks per SM.
-constexpr bool kBigLut = true;
-constexpr int kLutStride = kBigLut ? 256 : 128;
-constexpr int kLutBytes = 256 * kLutStride;
-constexpr int kScratchBytes = kLutBytes + kStages * kStageBytes;  // reused after the loop
-constexpr size_t kSmem = size_t(kScratchBytes);  // rotated queries live in the last stage slot
-constexpr int kBlocksPerSm = 1;
-static_assert(kBlocksPerSm == kTq128BlocksPerSm, "kernel_choice.h sizes the wave");
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kNegInf = -INFINITY;
-
-struct TqParams {
-  const float* q;
-  float* out;
-  float* part_acc;  // [B][n_head][n_total][D]
-  float* part_ml;   // [B][n_head][n_total][2]
-  int* counters;    // [B][n_head_kv][n_sub], zero between launches
-  const uint8_t* k;
-  const uint8_t* v;
-  const uint16_t* ks;
-  const uint16_t* vs;
-  int64_t seq_stride, head_stride;
-  const int32_t* lens;
-  const float* kt;  // exact tail (rotated rows), or null
-  const float* vt;
-  int64_t t_seq_stride, t_head_stride;
-  const int32_t* tlens;
-  const DecodeSeqDesc* seqs;  // batched form: per-sequence pointers (then k .. tlens unused)
-  int n_head, n_head_kv, G, n_split, n_total, n_sub;
-  float qscale;
-  // Benchmark probes (TQ_DECODE_MODE, wrong results): 0 normal; 1 loads only; 2 no loads and no
-  // math (prologue + merge chain); 3 return at once (launch cost).
-  int mode;
-  int swizzle;  // 1 (v9): conflict-free query fragment loads and partial-sum stores; 0: v8
-  float cent[16];
-  uint32_t ksign_in[8], ksign_out[8], vsign_in[8], vsign_out[8];
-};
-
-__device__ __forceinline__ bool sign_bit(const uint32_t* mask, int i) {
-  return (mask[i >> 5] >> (i & 31)) & 1u;
-}
-// Walsh-Hadamard transform (unnormalised) of a 128-vector held by a warp, lane l owning elements
-// 4 l .. 4 l + 3: the butterflies (j, j + h) for h = 1, 2 in registers, then h = 4 .. 64 by
-// shuffles; same operations in the same order as the shared-memory passes (bit-identical).
-__device__ __forceinline__ void fwht128(float (&e)[4], int lane) {
-  const float a0 = e[0] + e[1], a1 = e[0] - e[1], a2 = e[2] + e[3], a3 = e[2] - e[3];
-  e[0] = a0 + a2, e[1] = a1 + a3, e[2] = a0 - a2, e[3] = a1 - a3;
-#pragma unroll
-  for (int k = 1; k < 32; k <<= 1) {
-    const bool hi = lane & k;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float o = __shfl_xor_sync(0xffffffffu, e[i], k);
-      e[i] = hi ? o - e[i] : e[i] + o;
-    }
-  }
-}
-__device__ __forceinline__ int pi(int j) { return j ^ ((j >> 1) & 1); }
-// Column of (head row r, dim c) in the per-warp partial sums (v9, swz = 0xe): bits 1-3 of c
-// XOR (r / 2 % 4, c / 32 % 2), so the MMA-layout float2 stores (r = 2 tig (+1), c = 16 gid + 2 m)
-// of a half warp hit 16 different bank pairs, and 32 consecutive c stay a permutation of 32 banks.
-__device__ __forceinline__ int wcol(int r, int c, int swz) {
-  return c ^ (((((r >> 1) & 3) | (((c >> 5) & 1) << 2)) << 1) & swz);
-}
-// Table entry for byte K of w: offset (byte << 8) | lane4 by one PRMT, then one LDS.
-template <int K>
-__device__ __forceinline__ uint32_t lut_byte(const uint8_t* lut, uint32_t lane4, uint32_t w) {
-  uint32_t off;
-  if constexpr (kBigLut)
-    off = prmt(w, lane4, 0x5504u | (K << 4));
-  else
-    off = ((K == 0 ? (w << 7) : (w >> (8 * K - 7))) & 0x7f80u) | lane4;
-  return *reinterpret_cast<const uint32_t*>(lut + off);
-}
+using namespace tq128;  // TqParams, constants, helpers, merge_splits (tq128_merge.cuh)
 
 template <int TW>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqParams p) {
@@ -525,67 +443,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   if (tid == 0) s_last = atomicAdd(p.counters + cidx, 1) == p.n_total - 1;
   __syncthreads();
   if (!s_last) return;
-  __threadfence();
-  // Warp g merges head g alone (v9: no block barriers): its lanes first issue the loads of
-  // their float4 columns of the first 16 splits, then those of the splits' (m, l) (one L2 round
-  // trip for both), and compute the split weights while the columns arrive.
-  float* wts = reinterpret_cast<float*>(smem);  // [8][n_total]: m, then normalised weights
-  float* lsum = wts + 8 * p.n_total;            // [8][n_total]
-  const int64_t row0 = (int64_t(b) * p.n_head + q_head0) * p.n_total;
-  if (tid < gn * (D / 4)) {  // warp g: head g, lane l its columns 4 l .. 4 l + 3
-    const int g = warp, c4 = lane;
-    const float4* pa = reinterpret_cast<const float4*>(p.part_acc + (row0 + int64_t(g) * p.n_total) * D) + c4;
-    float4 v[16];
-#pragma unroll
-    for (int u = 0; u < 16; ++u)
-      v[u] = u < p.n_total ? __ldcg(pa + int64_t(u) * (D / 4)) : make_float4(0, 0, 0, 0);
-    float* wg = wts + g * p.n_total;
-    float* lg = lsum + g * p.n_total;
-    float M = kNegInf;
-    for (int s = lane; s < p.n_total; s += 32) {
-      const float2 ml = __ldcg(reinterpret_cast<const float2*>(p.part_ml) + row0 + g * p.n_total + s);
-      wg[s] = ml.x;
-      lg[s] = ml.y;
-      M = fmaxf(M, ml.x);
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-    float l = 0.0f;
-    for (int s = lane; s < p.n_total; s += 32) {
-      const float e = M == kNegInf ? 0.0f : exp2f(wg[s] - M);
-      wg[s] = e;
-      l += e * lg[s];
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    for (int s = lane; s < p.n_total; s += 32) wg[s] *= inv;
-    __syncwarp();
-    float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int s0b = 0; s0b < p.n_total; s0b += 16) {
-      if (s0b > 0) {
-#pragma unroll
-        for (int u = 0; u < 16; ++u)
-          v[u] = s0b + u < p.n_total ? __ldcg(pa + int64_t(s0b + u) * (D / 4)) : make_float4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int u = 0; u < 16; ++u) {
-        const float w = s0b + u < p.n_total ? wg[s0b + u] : 0.0f;
-        a.x += w * v[u].x, a.y += w * v[u].y, a.z += w * v[u].z, a.w += w * v[u].w;
-      }
-    }
-    float e[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) e[i] = sign_bit(p.vsign_out, 4 * c4 + i) ? -e[i] : e[i];
-    fwht128(e, lane);  // x = D1 H D2 y / sqrt(D), in registers (v9)
-    const float sc = rsqrtf(float(D));
-    float* orow = p.out + (qrow * p.n_head + q_head0 + g) * D;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int c = 4 * c4 + i;
-      orow[c] = e[i] * (sign_bit(p.vsign_in, c) ? -sc : sc);
-    }
-  }
+  merge_splits(p, smem, b, q_head0, gn, qrow);  // fence, then the merge (tq128_merge.cuh)
   if (tid == 0) p.counters[cidx] = 0;  // ready for the next launch
 }
 
