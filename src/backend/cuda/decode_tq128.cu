@@ -4,14 +4,11 @@
 // one more split, and the cross-split merge + inverse V rotation fused into the last block of
 // each (sequence, kv head).
 //
-// v4/v5 (see bench/results/cuda-notes.md): v3 was issue bound (42 warp instructions per
-// token-head, half of them integer address math). Here a stage is 4 bulk copies issued by one
-// thread (instead of 5 cp.async per thread with their address math), a table lookup is 2 integer
-// ops + one LDS on a 32 KB table (kBigLut: one PRMT on a 64 KB table, but only 2 blocks per SM),
-// and each block keeps 4 stages of 64 tokens (8.4 KB) in flight, 3 blocks per SM, one wave.
-// v7: one block of 12 warps per SM sharing the 64 KB table (PRMT lookups), 192-token stages (6
-// slots of 25 KB, 5 in flight). Within a stage each warp takes 16 tokens; token columns are
-// permuted (pi(j) = j ^ ((j >> 1) & 1)).
+// Versions (bench/results/cuda-notes.md): v4 bulk copies + mbarrier, table lookups by PRMT + LDS;
+// v7 one block of 12 warps per SM sharing the 64 KB table, 192-token stages (6 slots of 25 KB,
+// 5 in flight), token columns permuted (pi(j) = j ^ ((j >> 1) & 1)); v8 32 tokens per warp per
+// stage (warp groups take alternate stages), PV operands by nibble interleave; v9 conflict-free
+// query fragments and partial sums, rotations in registers, the merge without block barriers.
 #include <cmath>
 #include <cstdlib>
 #include <mutex>
