@@ -208,6 +208,11 @@ class Backend {
   // overwritten; scratch [T, down.rows] may be used.
   virtual void swiglu_down_add(float* gate, const float* up, int64_t T, const Weight& down,
                                float* x, float* scratch);
+  // The MLP block: x[T, hidden] += down . (silu(gate . n) * (up . n)), n = rms_norm(x) (as
+  // norm_linear into h, then swiglu_down_add); gate_ws, up_ws [T, gate.rows] and h are scratch.
+  virtual void norm_swiglu_down_add(float* x, int64_t T, const Weight& norm, float eps,
+                                    const Weight& gate, const Weight& up, const Weight& down,
+                                    float* h, float* gate_ws, float* up_ws);
   // Per-head RMSNorm of q [T, n_head, head_dim] and k [T, n_head_kv, head_dim] by q_norm /
   // k_norm (null: no norm), then RoPE (as rope()) at positions pos0 + t, in place.
   virtual void qk_norm_rope(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,

@@ -26,6 +26,15 @@ void Backend::swiglu_down_add(float* gate, const float* up, int64_t T, const Wei
   add(x, scratch, T * down.rows);
 }
 
+void Backend::norm_swiglu_down_add(float* x, int64_t T, const Weight& norm, float eps,
+                                   const Weight& gate, const Weight& up, const Weight& down,
+                                   float* h, float* gate_ws, float* up_ws) {
+  const Weight* w[] = {&gate, &up};
+  float* out[] = {gate_ws, up_ws};
+  norm_linear(x, T, norm, eps, h, w, out);
+  swiglu_down_add(gate_ws, up_ws, T, down, x, h);
+}
+
 void Backend::qk_norm_rope(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,
                            int64_t head_dim, const Weight* q_norm, const Weight* k_norm, float eps,
                            int64_t pos0, std::span<const float> inv_freq) {

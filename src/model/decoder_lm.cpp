@@ -264,10 +264,8 @@ void Model::write_logits(std::span<const SeqStep> steps, const float* x, float* 
 void Model::swiglu_mlp(float* x, int64_t T, const Weight& norm, const Weight& gate,
                        const Weight& up, const Weight& down, float* h, float* gate_ws,
                        float* up_ws) const {
-  const Weight* w[] = {&gate, &up};
-  float* out[] = {gate_ws, up_ws};
-  backend_->norm_linear(x, T, norm, float(config_.rms_norm_eps), h, w, out);
-  backend_->swiglu_down_add(gate_ws, up_ws, T, down, x, h);
+  backend_->norm_swiglu_down_add(x, T, norm, float(config_.rms_norm_eps), gate, up, down, h,
+                                 gate_ws, up_ws);
 }
 
 void Model::gather_step(std::span<const SeqStep> steps, std::vector<int32_t>& ids,

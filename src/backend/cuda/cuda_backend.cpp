@@ -4,6 +4,7 @@
 #include "backend/cuda/cuda_backend_impl.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdint>
 
 #include "backend/cuda/prefill_attention.h"
@@ -213,6 +214,30 @@ void CudaBackend::swiglu_down_add(float* gate, const float* up, int64_t T, const
   ensure(act_bf16_, act_cap_, size_t(T * down.cols) * 2);
   cuda::launch_swiglu_bf16(gate, up, act_bf16_, T * down.cols, stream_);
   gemm(act_bf16_, T, down, x, /*accumulate=*/true);
+}
+
+void CudaBackend::norm_swiglu_down_add(float* x, int64_t T, const Weight& norm, float eps,
+                                       const Weight& gate, const Weight& up, const Weight& down,
+                                       float* h, float* gate_ws, float* up_ws) {
+  const int64_t K = norm.cols, I = gate.rows;
+  // Decode: one GEMV for gate and up whose epilogue writes silu(gate) * up, then the down
+  // projection on it (the SwiGLU is computed once, not staged again by every block of the down
+  // GEMV). TQ_GEMV_SWIGLU_PAIRS=0: the separate norm_linear + swiglu_down_add (a baseline).
+  static const bool pairs = [] {
+    const char* e = std::getenv("TQ_GEMV_SWIGLU_PAIRS");
+    return !(e && *e && std::atoi(e) == 0);
+  }();
+  if (pairs && T == 1 && norm.dtype == DType::F32 && gate.dtype == DType::BF16 &&
+      up.dtype == DType::BF16 && down.dtype == DType::BF16 && gate.cols == K && up.cols == K &&
+      up.rows == I && down.cols == I && cuda::gemv_fuses_swiglu(K) &&
+      cuda::gemv_supported(x, K) && cuda::gemv_supported(h, K) &&
+      cuda::gemv_supported(gate_ws, I) && cuda::gemv_supported(norm.buf.f32(), K)) {
+    cuda::launch_gemv_norm_swiglu(gate.buf.data(), up.buf.data(), I, x, K, norm.buf.f32(), eps,
+                                  h, gate_ws, stream_);
+    const cuda::GemvPart part{down.buf.data(), x, nullptr, down.rows};
+    return cuda::launch_gemv({&part, 1}, gate_ws, I, true, stream_);
+  }
+  Backend::norm_swiglu_down_add(x, T, norm, eps, gate, up, down, h, gate_ws, up_ws);
 }
 
 void CudaBackend::qk_norm_rope(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,

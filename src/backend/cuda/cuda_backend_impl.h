@@ -149,6 +149,9 @@ class CudaBackend final : public Backend {
   void linear_add(const float* in, int64_t T, const Weight& w, float* x, float* scratch) override;
   void swiglu_down_add(float* gate, const float* up, int64_t T, const Weight& down, float* x,
                        float* scratch) override;
+  void norm_swiglu_down_add(float* x, int64_t T, const Weight& norm, float eps,
+                            const Weight& gate, const Weight& up, const Weight& down, float* h,
+                            float* gate_ws, float* up_ws) override;
   void qk_norm_rope(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,
                     int64_t head_dim, const Weight* q_norm, const Weight* k_norm, float eps,
                     int64_t pos0, std::span<const float> inv_freq) override;

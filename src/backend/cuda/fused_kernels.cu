@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/ops_kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/tq_cuda.h"
 
 namespace tq::cuda {
@@ -14,39 +15,6 @@ namespace {
 
 inline unsigned blocks_for(int64_t n, int threads) {
   return unsigned(std::min<int64_t>((n + threads - 1) / threads, 1 << 20));
-}
-
-// Programmatic dependent launch for the small decode kernels between the GEMVs (q/k RoPE,
-// kv_write; TQ_GEMV_PDL=0 turns it off with the GEMVs'): the launch may begin while the
-// previous kernel ends; the kernel waits for it (pdl_enter) before touching any memory.
-template <typename... P, typename... A>
-void launch_pdl(void (*kernel)(P...), unsigned grid, unsigned block, cudaStream_t st,
-                A&&... args) {
-  static const bool pdl = [] {
-    const char* v = std::getenv("TQ_GEMV_PDL");
-    return !(v && *v && std::atoi(v) == 0);
-  }();
-  if (pdl) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(grid);
-    cfg.blockDim = dim3(block);
-    cfg.stream = st;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    if (cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...) == cudaSuccess) return;
-    (void)cudaGetLastError();  // not supported here: a plain launch (its errors are reported)
-  }
-  kernel<<<grid, block, 0, st>>>(std::forward<A>(args)...);
-}
-
-// First statement of a kernel launched by launch_pdl: wait for the previous kernel (all of its
-// writes visible), then let the next PDL launch begin.
-__device__ __forceinline__ void pdl_enter() {
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
 // Element e of the T x n_head_kv x head_dim new rows (token-major) <-> slot at + t of head h.
@@ -175,7 +143,7 @@ void launch_kv_write(const float* k, const float* v, void* dk, void* dv, int64_t
                      int64_t n_head_kv, int64_t head_dim, int64_t cap, Stream stream) {
   const int64_t n = T * n_head_kv * head_dim;
   if (n <= 0) return;
-  launch_pdl(kv_write_kernel, blocks_for(n, 256), 256, as_stream(stream), k, v,
+  launch_pdl(kv_write_kernel, dim3(blocks_for(n, 256)), dim3(256), 0, as_stream(stream), k, v,
              static_cast<__nv_bfloat16*>(dk), static_cast<__nv_bfloat16*>(dv), at, T, n_head_kv,
              head_dim, cap);
   check_last_launch("kv_write");
@@ -222,8 +190,9 @@ void launch_qk_norm_rope(float* q, float* k, int64_t T, int64_t n_head, int64_t 
   if (head_dim % 2 != 0 || head_dim > 2048)
     raise("qk_norm_rope: head_dim " + std::to_string(head_dim) + " is not supported");
   const int threads = int((head_dim / 2 + 31) / 32 * 32);
-  launch_pdl(qk_norm_rope_kernel, unsigned(rows), unsigned(threads), as_stream(stream), q, k,
-             n_head, n_head_kv, T * n_head, head_dim, q_w, k_w, eps, pos0, inv_freq,
+  launch_pdl(qk_norm_rope_kernel, dim3(unsigned(rows)), dim3(unsigned(threads)), 0,
+             as_stream(stream), q, k, n_head, n_head_kv, T * n_head, head_dim, q_w, k_w, eps, pos0,
+             inv_freq,
              static_cast<const int32_t*>(nullptr));
   check_last_launch("qk_norm_rope");
 }
@@ -236,8 +205,9 @@ void launch_qk_norm_rope_rows(float* q, float* k, int64_t T, int64_t n_head, int
   if (head_dim % 2 != 0 || head_dim > 2048)
     raise("qk_norm_rope: head_dim " + std::to_string(head_dim) + " is not supported");
   const int threads = int((head_dim / 2 + 31) / 32 * 32);
-  launch_pdl(qk_norm_rope_kernel, unsigned(rows), unsigned(threads), as_stream(stream), q, k,
-             n_head, n_head_kv, T * n_head, head_dim, q_w, k_w, eps, int64_t(0), inv_freq, pos);
+  launch_pdl(qk_norm_rope_kernel, dim3(unsigned(rows)), dim3(unsigned(threads)), 0,
+             as_stream(stream), q, k, n_head, n_head_kv, T * n_head, head_dim, q_w, k_w, eps,
+             int64_t(0), inv_freq, pos);
   check_last_launch("qk_norm_rope_rows");
 }
 

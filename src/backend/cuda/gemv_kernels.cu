@@ -26,6 +26,10 @@ struct GemvArgs {
   const float* norm_w;  // kNorm: the input is norm_w * (x / rms(x)), also written to h_out
   float eps;
   float* h_out;
+  // SwiGLU pairs (staged kernel, even rows per block): parts 0 and 1 are gate and up with
+  // row_end[0] rows each; a block's group holds rows r.. of both, and its output is
+  // act_out[r] = silu(gate . x) * (up . x) (out, bias and accumulate unused).
+  float* act_out;
 };
 
 // Part of joint row r (r < row_end[n_part - 1]) and its row inside that part. Arguments are
@@ -170,12 +174,22 @@ __global__ void __launch_bounds__(kGemvWarps * 32, kStagedBlocksPerSm)
   // This warp's row of group g (null past the last row) and its first batch of loads. Every
   // batch is kStagedUnroll chunks per lane, the last one predicated (no serial tail loop).
   uint4 wv[kStagedUnroll];
+  constexpr int kHalf = kRows > 1 ? kRows / 2 : 1;  // SwiGLU pairs per group
   auto start = [&](int64_t g, const uint4*& w) {
-    const int64_t row = g * kRows + warp / kSplit;
+    const int i = warp / kSplit;
+    const int64_t row = g * kRows + i;
     w = nullptr;
-    if (g >= groups || row >= N) return;
+    if (g >= groups) return;
     int64_t local;
-    const int p = part_of(row, a.n_part, a.row_end[0], a.row_end[1], local);
+    int p;
+    if (a.act_out) {  // row i of the group: gate (i < kHalf) or up row g * kHalf + i % kHalf
+      local = g * kHalf + i % kHalf;
+      p = i / kHalf;
+      if (local >= a.row_end[0]) return;
+    } else {
+      if (row >= N) return;
+      p = part_of(row, a.n_part, a.row_end[0], a.row_end[1], local);
+    }
     w = reinterpret_cast<const uint4*>(TQ_GEMV_PICK(a.w, p) + local * K);
 #pragma unroll
     for (int u = 0; u < kStagedUnroll; ++u)
@@ -244,7 +258,18 @@ __global__ void __launch_bounds__(kGemvWarps * 32, kStagedBlocksPerSm)
     // One barrier per group: red alternates, so the next group's writes (after this barrier)
     // never meet this group's reads (before the next one).
     __syncthreads();
-    if (threadIdx.x < kRows) {
+    if (a.act_out) {
+      const int64_t r = g * kHalf + threadIdx.x;
+      if (threadIdx.x < kHalf && r < a.row_end[0]) {
+        float sg = 0.0f, su = 0.0f;
+#pragma unroll
+        for (int q = 0; q < kSplit; ++q) {
+          sg += rb[threadIdx.x * kSplit + q];
+          su += rb[(threadIdx.x + kHalf) * kSplit + q];
+        }
+        a.act_out[r] = sg / (1.0f + expf(-sg)) * su;
+      }
+    } else if (threadIdx.x < kRows) {
       const int64_t r = g * kRows + threadIdx.x;
       if (r < N) {
         float s = 0.0f;
@@ -337,6 +362,7 @@ void launch_staged(const GemvArgs& a, const float* x, const float* x2, int64_t K
   for (int i = 3; i >= 0; --i) {
     const int r = 1 << i;
     if (forced_rows > 0 && r != forced_rows) continue;
+    if (a.act_out && r < 2) continue;  // SwiGLU pairs: half the group's rows gate, half up
     const int64_t groups = (N + r - 1) / r;
     const int64_t res = resident_blocks(reinterpret_cast<const void*>(kernels[i]), smem);
     const int64_t rounds = (groups + res - 1) / res;
@@ -345,8 +371,8 @@ void launch_staged(const GemvArgs& a, const float* x, const float* x2, int64_t K
       pick = i, pick_fill = fill, pick_groups = groups, pick_res = res;
     }
   }
-  if (pick < 0) {  // TQ_GEMV_ROWS not 1, 2, 4 or 8
-    pick = 0, pick_groups = N, pick_fill = 0.0;
+  if (pick < 0) {  // TQ_GEMV_ROWS not 1, 2, 4 or 8 (2, 4 or 8 with pairs)
+    pick = a.act_out ? 1 : 0, pick_groups = (N + pick) / (pick + 1), pick_fill = 0.0;
   }
   int64_t grid = pick_groups;
   const char* forced = std::getenv("TQ_GEMV_GRID");
@@ -429,6 +455,27 @@ namespace tq::cuda {
 
 bool gemv_fuses_swiglu(int64_t K) {
   return gemv_version() == 2 && K % 8 == 0 && K * int64_t(sizeof(float)) <= kMaxStagedBytes;
+}
+
+void launch_gemv_norm_swiglu(const void* gate_w, const void* up_w, int64_t rows,
+                             const float* x, int64_t K, const float* norm_w, float eps,
+                             float* h_out, float* act_out, Stream stream) {
+  if (!gemv_fuses_swiglu(K) || !gemv_supported(x, K) || !gemv_supported(norm_w, K) ||
+      !gemv_supported(h_out, K))
+    raise("gemv_norm_swiglu: needs TQ_GEMV=2, K % 8 == 0, 16-byte aligned x, norm and h");
+  if (rows <= 0) return;
+  GemvArgs a{};
+  a.n_part = 2;
+  a.w[0] = static_cast<const __nv_bfloat16*>(gate_w);
+  a.w[1] = static_cast<const __nv_bfloat16*>(up_w);
+  a.row_end[0] = rows;
+  a.row_end[1] = 2 * rows;
+  a.norm_w = norm_w;
+  a.eps = eps;
+  a.h_out = h_out;
+  a.act_out = act_out;
+  launch_staged<GemvIn::Norm>(a, x, nullptr, K, false, as_stream(stream));
+  check_last_launch("gemv_norm_swiglu");
 }
 
 void launch_gemv_swiglu(const GemvPart& part, const float* gate, const float* up, int64_t K,

@@ -52,7 +52,10 @@ AttnPlan choose_attention(const DeviceInfo& dev, const AttnShape& s) {
   const int64_t wave = int64_t(kTq128BlocksPerSm) * dev.n_sm / base;
   const int64_t want = tq128 ? std::max<int64_t>(1, wave - (s.exact_tail && wave >= 4 ? 1 : 0))
                              : (4LL * dev.n_sm + base - 1) / base;
-  const int64_t most = std::max<int64_t>(1, (s.max_len + kMinSplitTokens - 1) / kMinSplitTokens);
+  int64_t most = std::max<int64_t>(1, (s.max_len + kMinSplitTokens - 1) / kMinSplitTokens);
+  if (s.format == KvFormat::BF16)
+    most = std::max(most, std::min<int64_t>(kShortSplits, (s.max_len + kMinSplitTokensBf16 - 1) /
+                                                              kMinSplitTokensBf16));
   p.n_split = int(std::clamp<int64_t>(want, 1, std::min<int64_t>(most, 1024)));
   return p;
 }

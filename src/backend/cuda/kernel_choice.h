@@ -44,6 +44,11 @@ struct AttnPlan {
 
 // Split-K sizing: about `waves` blocks per multiprocessor, each split at least kMinSplitTokens.
 constexpr int kMinSplitTokens = 256;
+// bf16 contexts under 2K may still take up to kShortSplits splits (of >= kMinSplitTokensBf16
+// tokens): a short batch-1 context then spreads over more blocks, each warp loading one or two
+// 16-token tiles instead of a chain of them. (A 64-token floor everywhere doubled B=1 4K.)
+constexpr int kMinSplitTokensBf16 = 64;
+constexpr int kShortSplits = 8;
 // Resident blocks per SM of the TurboQuant head_dim-128 decode kernel (decode_tq128.cu).
 constexpr int kTq128BlocksPerSm = 1;
 AttnPlan choose_attention(const DeviceInfo& dev, const AttnShape& s);

@@ -55,6 +55,12 @@ void launch_gemv(std::span<const GemvPart> parts, const float* x, int64_t K, boo
 bool gemv_fuses_swiglu(int64_t K);
 void launch_gemv_swiglu(const GemvPart& part, const float* gate, const float* up, int64_t K,
                         bool accumulate, Stream st);
+// The MLP's first half at T = 1 in one launch: act_out[r] = silu(G[r] . n) * (U[r] . n) for
+// r < rows, n = RMSNorm(x) (also written to h_out); gate_w and up_w bf16 [rows, K]. Only when
+// gemv_fuses_swiglu(K).
+void launch_gemv_norm_swiglu(const void* gate_w, const void* up_w, int64_t rows,
+                             const float* x, int64_t K, const float* norm_w, float eps,
+                             float* h_out, float* act_out, Stream st);
 
 // fused_kernels.cu. Dense KV: new rows k, v [T, n_head_kv, head_dim] f32 <-> bf16 stores
 // [n_head_kv][cap][head_dim] at slots [at, at + T).

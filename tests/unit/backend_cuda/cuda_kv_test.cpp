@@ -178,8 +178,10 @@ TEST(CudaKv, FusedOpsMatchTheComposedOps) {
   // TQ_GEMV_GRID=7: the staged GEMV runs at most 7 blocks, each looping over many row groups
   // (the path large weights take with a one-wave grid).
   for (const char* grid : {"", "7"})
+  // I = 1003: the SwiGLU-pairs GEMV's last group holds fewer pairs than rows.
   for (const Shape& sh : {Shape{1, 512, 1027, 256, 384, 640}, Shape{7, 512, 1027, 256, 384, 640},
-                          Shape{1, 1032, 4099, 1024, 4104, 12296}}) {
+                          Shape{1, 1032, 4099, 1024, 4104, 12296},
+                          Shape{1, 256, 64, 32, 64, 1003}}) {
     SCOPED_TRACE(testing::Message() << "T=" << sh.T << " H=" << sh.H << " I=" << sh.I
                                     << " TQ_GEMV_GRID=" << grid);
     // The references run the default grid (TQ_GEMV_GRID unset), the fused ops the tested one.
@@ -239,6 +241,22 @@ TEST(CudaKv, FusedOpsMatchTheComposedOps) {
     use_grid(false);
     be->Backend::swiglu_down_add(gb.f32(), ud.f32(), T, Wd, yb.f32(), scratch.f32());
     EXPECT_LT(rel_err(from_dev(*be, ya, size_t(T * H)), to_d(from_dev(*be, yb, size_t(T * H)))),
+              1e-5);
+
+    // norm_swiglu_down_add: the MLP block (at T = 1 one GEMV writes silu(gate) * up for the
+    // down projection), workspaces poisoned.
+    auto wg = host_w(I, H, 0.05f), wu = host_w(I, H, 0.05f);
+    Weight Wg = be->load_weight(DType::F32, wg.data(), I, H);
+    Weight Wu = be->load_weight(DType::F32, wu.data(), I, H);
+    DeviceBuffer za = to_dev(*be, x), zb = to_dev(*be, x);
+    DeviceBuffer g1 = poisoned(*be, size_t(T * I)), u1 = poisoned(*be, size_t(T * I));
+    DeviceBuffer g2 = poisoned(*be, size_t(T * I)), u2 = poisoned(*be, size_t(T * I));
+    use_grid(true);
+    be->norm_swiglu_down_add(za.f32(), T, norm, 1e-6f, Wg, Wu, Wd, hf.f32(), g1.f32(), u1.f32());
+    use_grid(false);
+    be->Backend::norm_swiglu_down_add(zb.f32(), T, norm, 1e-6f, Wg, Wu, Wd, hr.f32(), g2.f32(),
+                                      u2.f32());
+    EXPECT_LT(rel_err(from_dev(*be, za, size_t(T * H)), to_d(from_dev(*be, zb, size_t(T * H)))),
               1e-5);
   }
   unsetenv("TQ_GEMV_GRID");

@@ -1,0 +1,60 @@
+// cupti_trace: a CUDA injection library (CUDA_INJECTION64_PATH=libcupti_trace.so) that records
+// every kernel's GPU start/end with CUPTI's activity API and writes them at exit as CSV
+// (start_ns,end_ns,grid_x,name) to $TQ_TRACE_OUT (default cupti_trace.csv). An unperturbed
+// timeline for bench/trace_step_summary.py where nsys is not installed (no serialization, unlike
+// Nsight Compute). Build: g++ -shared -fPIC -I$CUDA/include cupti_trace.cpp -L$CUDA/lib -lcupti
+#include <cupti.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Rec {
+  uint64_t start, end;
+  int32_t grid;
+  std::string name;
+};
+std::mutex mu;
+std::vector<Rec>* recs = new std::vector<Rec>;  // never freed: written at exit
+
+void CUPTIAPI on_request(uint8_t** buf, size_t* size, size_t* max_records) {
+  *size = 8 << 20;
+  *buf = static_cast<uint8_t*>(aligned_alloc(8, *size));
+  *max_records = 0;
+}
+
+void CUPTIAPI on_complete(CUcontext, uint32_t, uint8_t* buf, size_t, size_t valid) {
+  CUpti_Activity* r = nullptr;
+  std::lock_guard<std::mutex> lock(mu);
+  while (cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS) {
+    if (r->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
+    auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(r);
+    recs->push_back({k->start, k->end, k->gridX, k->name ? k->name : "?"});
+  }
+  free(buf);
+}
+
+void write_out() {
+  cuptiActivityFlushAll(1);
+  const char* path = std::getenv("TQ_TRACE_OUT");
+  FILE* f = std::fopen(path && *path ? path : "cupti_trace.csv", "w");
+  if (!f) return;
+  std::lock_guard<std::mutex> lock(mu);
+  for (const Rec& r : *recs)
+    std::fprintf(f, "%llu,%llu,%d,%s\n", (unsigned long long)r.start, (unsigned long long)r.end,
+                 r.grid, r.name.c_str());
+  std::fclose(f);
+}
+
+}  // namespace
+
+extern "C" int InitializeInjection() {
+  if (cuptiActivityRegisterCallbacks(on_request, on_complete) != CUPTI_SUCCESS) return 0;
+  if (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) return 0;
+  std::atexit(write_out);
+  return 1;
+}
