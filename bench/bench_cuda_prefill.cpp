@@ -5,7 +5,8 @@
 // Usage: bench_cuda_prefill [--csv FILE] [--tag SUFFIX] [--bf16-only] [--quick]. PyTorch SDPA is
 // measured by bench/bench_cuda_sdpa_prefill.py in the same device call and merged there.
 // TurboQuant rows: tq4 = H1's mma.sync kernel (TQ_PREFILL_WGMMA_TQ=0 is set here), tq4-wgmma =
-// the Hopper kernel (prefill_wgmma.h) called directly, when the device has it.
+// the Hopper kernel (prefill_wgmma.h) called directly with its ALU decode, tq4-wgmma-table = the
+// same kernel with H8's shared-memory table decode (same-run baseline), when the device has it.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -32,12 +33,18 @@ struct Row {
 void run_prefill(void* p, void* stream) {
   cuda::prefill_attention(*static_cast<const cuda::PrefillAttnArgs*>(p), stream);
 }
-void run_wgmma(void* p, void* stream) {
-  cuda::prefill_attention_wgmma(*static_cast<const cuda::PrefillAttnArgs*>(p), stream);
+void run_wgmma_alu(void* p, void* stream) {
+  cuda::prefill_attention_wgmma(*static_cast<const cuda::PrefillAttnArgs*>(p), stream,
+                                cuda::TqDecode::kAlu);
+}
+void run_wgmma_table(void* p, void* stream) {
+  cuda::prefill_attention_wgmma(*static_cast<const cuda::PrefillAttnArgs*>(p), stream,
+                                cuda::TqDecode::kTable);
 }
 
 Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCodecDev& kc,
-                  const cuda::TqCodecDev& vc, const std::string& tag, bool wgmma = false) {
+                  const cuda::TqCodecDev& vc, const std::string& tag,
+                  cuda::TqDecode wgmma = cuda::TqDecode::kDefault) {
   const int n_head = 32, n_kv = 8, d = 128;
   const int64_t L = T, cap = (L + 63) / 64 * 64;
   const bool tq = fmt == cuda::KvFormat::TurboQuant;
@@ -69,13 +76,30 @@ Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCode
   }
   a.head_stride = cap, a.T = T, a.L = L, a.n_head = n_head, a.n_head_kv = n_kv, a.head_dim = d;
   a.causal = true;
+  // kDefault: prefill_attention()'s own choice; kAlu / kTable: the Hopper kernel directly.
+  void (*fn)(void*, void*) = wgmma == cuda::TqDecode::kAlu     ? run_wgmma_alu
+                             : wgmma == cuda::TqDecode::kTable ? run_wgmma_table
+                                                               : run_prefill;
   cuda_synchronize();
-  (wgmma ? run_wgmma : run_prefill)(&a, nullptr);
+  fn(&a, nullptr);
   cuda::check_last_launch("prefill_attention");
   const int per_graph = T >= 16384 ? 2 : 10;
-  const double ms = cuda::time_graph_ms(wgmma ? run_wgmma : run_prefill, &a, per_graph, 7);
+  const double ms = cuda::time_graph_ms(fn, &a, per_graph, 7);
+  if (wgmma == cuda::TqDecode::kAlu && T <= 4096) {  // sanity: the same bits as the table decode
+    std::vector<uint8_t> x(q_elems * 4), y(q_elems * 4);
+    cuda_synchronize();
+    be.download(x.data(), out.data(), x.size());
+    run_wgmma_table(&a, nullptr);
+    cuda_synchronize();
+    be.download(y.data(), out.data(), y.size());
+    std::printf("  (ALU decode output %s the table decode's)\n",
+                std::memcmp(x.data(), y.data(), x.size()) == 0 ? "bit-identical to" : "DIFFERS from");
+  }
   Row r;
-  r.kernel = std::string(tq ? (wgmma ? "tq4-wgmma" : "tq4") : "bf16") + tag;
+  const char* tq_name = wgmma == cuda::TqDecode::kAlu     ? "tq4-wgmma"
+                        : wgmma == cuda::TqDecode::kTable ? "tq4-wgmma-table"
+                                                          : "tq4";
+  r.kernel = std::string(tq ? tq_name : "bf16") + tag;
   r.T = T, r.L = L, r.ms = ms;
   r.tflops = 4.0 * double(T) * double(L) / 2.0 * d * n_head / (ms * 1e-3) / 1e12;
   return r;
@@ -109,7 +133,7 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   std::vector<int64_t> sizes = {4096, 32768};
   if (quick) sizes = {4096};
-  auto one = [&](cuda::KvFormat fmt, int64_t T, bool direct) {
+  auto one = [&](cuda::KvFormat fmt, int64_t T, cuda::TqDecode direct) {
     Row r = bench_prefill(*be, fmt, T, kc, vc, tag, direct);
     std::printf("%-14s %7lld %7lld %10.3f %9.1f\n", r.kernel.c_str(), (long long)r.T,
                 (long long)r.L, r.ms, r.tflops);
@@ -117,10 +141,11 @@ int main(int argc, char** argv) {
     rows.push_back(r);
   };
   for (int64_t T : sizes) {
-    one(cuda::KvFormat::BF16, T, false);
+    one(cuda::KvFormat::BF16, T, cuda::TqDecode::kDefault);
     if (bf16_only) continue;
-    one(cuda::KvFormat::TurboQuant, T, false);
-    if (wg) one(cuda::KvFormat::TurboQuant, T, true);
+    one(cuda::KvFormat::TurboQuant, T, cuda::TqDecode::kDefault);
+    if (wg) one(cuda::KvFormat::TurboQuant, T, cuda::TqDecode::kTable);
+    if (wg) one(cuda::KvFormat::TurboQuant, T, cuda::TqDecode::kAlu);
   }
   if (!csv.empty()) {
     FILE* out = std::fopen(csv.c_str(), "w");

@@ -1,22 +1,47 @@
 #!/usr/bin/env bash
-# One device-tool call for the TurboQuant wgmma prefill kernel: prefill + TurboQuant cache tests,
-# bench_cuda_prefill (dense wgmma, H1's TQ4 mma.sync kernel, the TQ4 wgmma kernel), SDPA baseline.
-# Binaries prebuilt in .gpu/h8 (carry .gpu/h8 and .gpu/lib); logs under $OUT, table last.
+# One device-tool call for the TurboQuant wgmma prefill kernel: prefill + TurboQuant cache tests
+# (both producer decodes, bit-compared), bench_cuda_prefill (dense wgmma, H1's TQ4 mma.sync
+# kernel, the TQ4 wgmma kernel with H8's table decode and with the ALU decode), any variant
+# builds .gpu/hq/bench_* (same rows, tagged), the same-run SDPA baseline, the ALU kernel's SASS
+# and an ncu stall profile of it. Binaries prebuilt in $G (default .gpu/hq: unit_backend_cuda,
+# bench; carry it and .gpu/lib); logs under $OUT, table last.
 set -o pipefail
 R=$PWD
+G=${G:-.gpu/hq}
 CL=$(find /usr/local /opt -name libcublasLt.so.13 2>/dev/null | head -1)
 export LD_LIBRARY_PATH=$R/.gpu/lib:$(dirname "$CL")
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,driver_version --format=csv > "$OUT/smi.txt"
-timeout 60 .gpu/h8/unit_backend_cuda_h8 --gtest_filter='*Prefill*:*TqCache*' > "$OUT/unit.log" 2>&1
+timeout 70 $G/unit_backend_cuda --gtest_filter='*Prefill*:*TqCache*' > "$OUT/unit.log" 2>&1
 echo "unit_backend_cuda rc=$?" >> "$OUT/unit.log"
-TQ_PREFILL_WGMMA_TQ=0 timeout 20 .gpu/h8/unit_backend_cuda_h8 --gtest_filter='CudaPrefillAttention.TurboQuant*' > "$OUT/unit_mma.log" 2>&1
-echo "unit (TQ_PREFILL_WGMMA_TQ=0) rc=$?" >> "$OUT/unit_mma.log"
-timeout 30 .gpu/h8/bench_cuda_prefill_h8 --csv /tmp/ours.csv > "$OUT/bench.log" 2>&1
+TQ_PREFILL_WGMMA_TQ=0 timeout 20 $G/unit_backend_cuda --gtest_filter='CudaPrefillAttention.TurboQuant*' >> "$OUT/unit.log" 2>&1
+echo "unit (TQ_PREFILL_WGMMA_TQ=0) rc=$?" >> "$OUT/unit.log"
+timeout 30 $G/bench --csv /tmp/ours.csv > "$OUT/bench.log" 2>&1
 echo "bench rc=$?" >> "$OUT/bench.log"
-PYTHONUNBUFFERED=1 timeout 30 python3 bench/bench_cuda_sdpa_prefill.py /tmp/ours.csv "$OUT/table.md" > "$OUT/sdpa.log" 2>&1
-grep -E "FAILED|PASSED|rel err|rc=|Failure|Expected|Which is|error" "$OUT/unit.log" | tail -45
-grep -E "FAILED|PASSED|rc=|tq4" "$OUT/unit_mma.log"
+csvs=/tmp/ours.csv
+for b in $G/bench_*; do
+  [ -x "$b" ] || continue
+  n=${b##*/bench_}
+  timeout 30 $b --tag "_$n" --csv /tmp/$n.csv >> "$OUT/bench.log" 2>&1
+  echo "bench_$n rc=$?" >> "$OUT/bench.log"
+  csvs=$csvs,/tmp/$n.csv
+done
+PYTHONUNBUFFERED=1 timeout 45 python3 bench/bench_cuda_sdpa_prefill.py $csvs "$OUT/table.md" > "$OUT/sdpa.log" 2>&1
+CO=$(command -v cuobjdump || find /usr/local -name cuobjdump 2>/dev/null | head -1)
+if [ -n "$CO" ]; then
+  F=$($CO -sass $G/bench 2>/dev/null | grep -o "Function : [^ ]*prefill_wgmma_kernelILi2[^ ]*" | head -1 | cut -d' ' -f3)
+  timeout 20 $CO -sass -fun "$F" $G/bench > "$OUT/sass_alu.txt" 2>&1
+  timeout 20 $CO -res-usage $G/bench 2>&1 | grep -A1 prefill_wgmma_kernel >> "$OUT/sass_alu.txt"
+fi
+NCU=$(command -v ncu || find /usr/local /opt -name ncu -type f 2>/dev/null | head -1)
+if [ -n "$NCU" ]; then
+  timeout 60 $NCU --kernel-name-base demangled --kernel-name regex:'prefill_wgmma_kernel<.int.2>' --launch-count 1 \
+    --section SchedulerStats --section WarpStateStats --section ComputeWorkloadAnalysis \
+    --section SourceCounters --section SpeedOfLight $G/bench --quick > "$OUT/ncu.txt" 2>&1
+  echo "ncu rc=$?" >> "$OUT/ncu.txt"
+fi
+grep -E "FAILED|PASSED|rel err|rc=|Failure|Expected|Which is|differ|error" "$OUT/unit.log" | tail -45
 cat "$OUT/smi.txt" "$OUT/bench.log"
+grep -E "Warp Cycles Per Issued|Issue Slots Busy|No Eligible|Stall|Duration|rc=" "$OUT/ncu.txt" 2>/dev/null | head -20
 tail -12 "$OUT/table.md" 2>/dev/null || tail -5 "$OUT/sdpa.log"

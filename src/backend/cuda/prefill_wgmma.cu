@@ -11,6 +11,7 @@
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/prefill_wgmma.h"
+#include "backend/cuda/prefill_wgmma_tq.cuh"
 
 namespace tq::cuda {
 namespace {
@@ -19,6 +20,15 @@ namespace {
 // it off; bench/results/cuda-prefill-2026-11-30.md). TurboQuant: TQ_PREFILL_WGMMA_TQ.
 constexpr bool kDefaultOn = true;
 constexpr bool kTqDefaultOn = true;
+// TurboQuant decode: ALU (centroids in registers) by default; TQ_PREFILL_TQ_DECODE=table / alu.
+constexpr bool kTqAluDefault = true;
+
+#ifndef TQ_WG_SPLIT_KV
+#define TQ_WG_SPLIT_KV 0  // ALU decode: 1 = publish a stage's K before decoding its V
+#endif
+#ifndef TQ_WG_PROD_REGS
+#define TQ_WG_PROD_REGS 56  // registers of the ALU-decode producer (consumers get the rest)
+#endif
 
 constexpr int kD = 128, kBM = 128, kBN = 128;
 constexpr int kThreads = 384;                 // producer warpgroup + 2 consumer warpgroups
@@ -28,15 +38,26 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 // Shared memory: Q | kStages x (K, V) tiles | TurboQuant: 2 raw stages (K codes, V codes, K
 // scales, V scales), the byte-pair table (256 half2 x 32 lane copies) | mbarriers.
-template <bool kTq>
+// Kernel variants: dense bf16; TurboQuant decoded through H8's shared-memory byte-pair table;
+// TurboQuant decoded by ALU only (centroid byte planes in registers, selected with prmt).
+enum WgMode { kDense = 0, kTqTable = 1, kTqAlu = 2 };
+template <int kMode>
 struct WgCfg {
+  static constexpr bool kTq = kMode != kDense;
   static constexpr int kStages = kTq ? 2 : 3;
   static constexpr int kCodeBytes = kBN * kD / 2;
-  static constexpr int kRawStage = 2 * kCodeBytes + 4 * kBN;
+  // Scales: fp16 (table) or fp16 pairs (ALU: the half2 multiplier, one 32-bit load).
+  static constexpr int kRawStage = 2 * kCodeBytes + (kMode == kTqAlu ? 8 : 4) * kBN;
   static constexpr int kRawOff = kQBytes + kStages * 2 * kTileBytes;
-  static constexpr int kLutOff = kRawOff + (kTq ? 2 * kRawStage : 0);
-  static constexpr int kBarOff = kLutOff + (kTq ? 256 * 32 * 4 : 0);
+  static constexpr int kLutOff = kRawOff + (kTq ? 2 * kRawStage : 0);  // table or ALU planes
+  static constexpr int kBarOff = kLutOff + (kMode == kTqTable ? 256 * 32 * 4 : kMode == kTqAlu ? 32 : 0);
   static constexpr int kSmemBytes = kBarOff + 64 + 1024;  // + barriers + alignment slack
+  // setmaxnreg split of the 168 registers a thread is built with: producer + 2 consumers = 3 x 168.
+  static constexpr int kProdRegs = kMode == kDense ? 40 : kMode == kTqTable ? 56 : TQ_WG_PROD_REGS;
+  static constexpr int kConsRegs = (3 * 168 - kProdRegs) / 2;
+  // ALU decode: K and V of a stage published by separate barriers (TQ_WG_SPLIT_KV=1).
+  static constexpr bool kSplitKV = kMode == kTqAlu && TQ_WG_SPLIT_KV;
+  static_assert(kProdRegs % 8 == 0 && kConsRegs % 8 == 0 && kProdRegs + 2 * kConsRegs == 3 * 168);
   static_assert(kSmemBytes <= 232448, "over the sm_90 shared memory limit");
 };
 
@@ -142,18 +163,24 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
 }
 #endif
 
-template <bool kTq>
+template <int kMode>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = WgCfg<kTq>;
+  using C = WgCfg<kMode>;
+  constexpr bool kTq = C::kTq;
   constexpr int kStages = C::kStages;
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
-                                             ~uintptr_t(1023));
+  // ALU decode: the aligned base as an offset from smem_raw, so the compiler sees shared memory
+  // (ld / st.shared with immediate offsets rather than generic 64-bit accesses).
+  uint8_t* smem = kMode == kTqAlu
+                      ? smem_raw + ((0u - smem_u32(smem_raw)) & 1023u)
+                      : reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+                                                   ~uintptr_t(1023));
   uint8_t* qs = smem;
   uint8_t* kv = smem + kQBytes;  // stage s: K at kv + 2 s kTileBytes, V right after
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + C::kBarOff);
   uint64_t* empty = full + kStages;
+  uint64_t* full_v = empty + kStages;  // C::kSplitKV: V of stage s decoded (full: K only)
 
   const int tid = threadIdx.x, wg = tid >> 7;
   const int h = blockIdx.x, hk = h / p.group;
@@ -163,8 +190,13 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
 
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) mbar_init(full + s, 128), mbar_init(empty + s, 8);
+    if constexpr (C::kSplitKV)
+      for (int s = 0; s < kStages; ++s) mbar_init(full_v + s, 128);
   }
-  if constexpr (kTq) {
+  if constexpr (kMode == kTqAlu) {
+    if (tid < 8) reinterpret_cast<uint32_t*>(smem + C::kLutOff)[tid] = wgtq::centroid_plane(p.cent, tid);
+  }
+  if constexpr (kMode == kTqTable) {
     // Byte-pair table: entry e (codes e & 15, e >> 4) as half2, one copy per lane (bank = lane).
     uint32_t* lut = reinterpret_cast<uint32_t*>(smem + C::kLutOff);
     for (int i = tid; i < 256 * 32; i += kThreads) {
@@ -179,9 +211,18 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
       // ---- TurboQuant producer: raw stage it & 1 holds tile it's codes (cp.async) and scales
       // (loaded one tile ahead through registers; 0 past L, so those keys decode to zeros); the
       // decode of tile it into stage it % kStages overlaps the copies of tile it + 1.
-      asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n");
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(C::kProdRegs));
       const int64_t kv_base = int64_t(hk) * p.head_stride;
       const int lane = tid & 31;
+      // ALU decode: low / high bytes of the 16 fp16 centroids, loaded from shared memory so that
+      // they live in ordinary registers (prmt's operands), not in uniform ones.
+      uint32_t clo[4], chi[4];
+      if constexpr (kMode == kTqAlu) {
+        const uint4 a = reinterpret_cast<const uint4*>(smem + C::kLutOff)[0];
+        const uint4 b = reinterpret_cast<const uint4*>(smem + C::kLutOff)[1];
+        clo[0] = a.x, clo[1] = a.y, clo[2] = a.z, clo[3] = a.w;
+        chi[0] = b.x, chi[1] = b.y, chi[2] = b.z, chi[3] = b.w;
+      }
       uint8_t* raw = smem + C::kRawOff;
       const uint32_t* lut = reinterpret_cast<const uint32_t*>(smem + C::kLutOff);
       uint16_t sk = 0, sv = 0;
@@ -192,8 +233,9 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
           const int r = i >> 2, c = i & 3, j = it * kBN + r;
           const bool ok = j < p.L;
           const int64_t off = (kv_base + (ok ? j : 0)) * (kD / 2) + c * 16;
-          cp_async16_zfill(rs + r * 64 + c * 16, p.k + off, ok ? 16 : 0);
-          cp_async16_zfill(rs + C::kCodeBytes + r * 64 + c * 16, p.v + off, ok ? 16 : 0);
+          const int dst = kMode == kTqAlu ? wgtq::raw_slot(r, c) : r * 64 + c * 16;
+          cp_async16_zfill(rs + dst, p.k + off, ok ? 16 : 0);
+          cp_async16_zfill(rs + C::kCodeBytes + dst, p.v + off, ok ? 16 : 0);
         }
       };
       auto load_scales = [&](int it) {
@@ -202,8 +244,13 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
         sv = j < p.L ? p.v_scale[kv_base + j] : uint16_t(0);
       };
       auto store_scales = [&](int it) {
-        uint16_t* sc = reinterpret_cast<uint16_t*>(raw + (it & 1) * C::kRawStage + 2 * C::kCodeBytes);
-        sc[tid] = sk, sc[kBN + tid] = sv;
+        uint8_t* sc = raw + (it & 1) * C::kRawStage + 2 * C::kCodeBytes;
+        if constexpr (kMode == kTqAlu) {
+          reinterpret_cast<uint32_t*>(sc)[tid] = sk | uint32_t(sk) << 16;
+          reinterpret_cast<uint32_t*>(sc)[kBN + tid] = sv | uint32_t(sv) << 16;
+        } else {
+          reinterpret_cast<uint16_t*>(sc)[tid] = sk, reinterpret_cast<uint16_t*>(sc)[kBN + tid] = sv;
+        }
       };
       if (n_tiles > 0) issue(0), load_scales(0), store_scales(0);
       cp_commit();
@@ -218,6 +265,14 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
         const uint8_t* rs = raw + (it & 1) * C::kRawStage;
         const uint16_t* sc = reinterpret_cast<const uint16_t*>(rs + 2 * C::kCodeBytes);
         uint8_t* ks = kv + s * 2 * kTileBytes;
+        if constexpr (C::kSplitKV) {  // K published first: the S GEMM overlaps the V decode
+          wgtq::tq_decode_tile_alu<0, 4>(rs, ks, tid, clo, chi);
+          proxy_fence();
+          mbar_arrive(full + s);
+          wgtq::tq_decode_tile_alu<4, 8>(rs, ks, tid, clo, chi);
+        } else if constexpr (kMode == kTqAlu) {
+          wgtq::tq_decode_tile_alu(rs, ks, tid, clo, chi);
+        } else {
 #pragma unroll 2  // 4 spills at 56 registers
         for (int i = tid; i < 2 * kBN * 16; i += 128) {  // (K, V) x 128 rows x 16 chunks of 8
           const int which = i >> 11, r = (i >> 4) & (kBN - 1), c = i & 15;
@@ -234,8 +289,9 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
           *reinterpret_cast<uint4*>(ks + which * kTileBytes + sw128(r, c, kBN)) =
               make_uint4(o[0], o[1], o[2], o[3]);
         }
+        }
         proxy_fence();  // generic-proxy writes, read by wgmma (async proxy)
-        mbar_arrive(full + s);
+        mbar_arrive(C::kSplitKV ? full_v + s : full + s);
         if (more) store_scales(it + 1);
         asm volatile("bar.sync 3, 128;\n" ::: "memory");  // raw stage it & 1 free for tile it + 2
       }
@@ -276,10 +332,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
   }
 
   // ---- Consumers: warpgroup cw owns rows r0 .. r0 + 63.
-  if constexpr (kTq)
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n");
-  else
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(C::kConsRegs));
   const int cw = wg - 1, ct = tid & 127, warp = ct >> 5, lane = tid & 31;
   const int g = lane >> 2, c4 = lane & 3;
   const int r0 = m0 + cw * 64;
@@ -364,6 +417,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
         pa[kk][2] = pack16<kTq>(d[8 * kk + 4], d[8 * kk + 5]);
         pa[kk][3] = pack16<kTq>(d[8 * kk + 6], d[8 * kk + 7]);
       }
+      if constexpr (C::kSplitKV) mbar_wait(full_v + s, (it / kStages) & 1);
       wg_fence();
 #pragma unroll
       for (int kk = 0; kk < kBN / 16; ++kk)
@@ -462,23 +516,33 @@ bool prefill_wgmma_tq_enabled() {
 }
 
 namespace {
-template <bool kTq>
+template <int kMode>
 void launch_wgmma(const WgParams& p, int64_t T, int n_head, cudaStream_t st) {
-  constexpr int bytes = WgCfg<kTq>::kSmemBytes;
+  constexpr int bytes = WgCfg<kMode>::kSmemBytes;
   static bool attr = false;  // per instantiation; the kernels run on one device
   if (!attr) {
-    CUDA_CHECK(cudaFuncSetAttribute(prefill_wgmma_kernel<kTq>,
+    CUDA_CHECK(cudaFuncSetAttribute(prefill_wgmma_kernel<kMode>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
     attr = true;
   }
   const int64_t mb = (T + kBM - 1) / kBM;
   if (mb > 65535) raise("prefill_attention_wgmma: T=" + std::to_string(T) + " exceeds the grid");
-  prefill_wgmma_kernel<kTq><<<dim3(unsigned(n_head), unsigned(mb)), kThreads, bytes, st>>>(p);
+  prefill_wgmma_kernel<kMode><<<dim3(unsigned(n_head), unsigned(mb)), kThreads, bytes, st>>>(p);
   CUDA_CHECK(cudaGetLastError());
 }
 }  // namespace
 
-void prefill_attention_wgmma(const PrefillAttnArgs& a, void* stream) {
+TqDecode prefill_wgmma_tq_decode() {
+  static const TqDecode d = [] {
+    const char* e = std::getenv("TQ_PREFILL_TQ_DECODE");
+    if (e && std::string(e) == "table") return TqDecode::kTable;
+    if (e && std::string(e) == "alu") return TqDecode::kAlu;
+    return kTqAluDefault ? TqDecode::kAlu : TqDecode::kTable;
+  }();
+  return d;
+}
+
+void prefill_attention_wgmma(const PrefillAttnArgs& a, void* stream, TqDecode decode) {
   if (!prefill_wgmma_handles(a)) raise("prefill_attention_wgmma: unsupported shape or format");
   if (!prefill_wgmma_available(stream)) raise("prefill_attention_wgmma: needs an sm_90 device");
   const int64_t big = int64_t(1) << 29;
@@ -498,10 +562,13 @@ void prefill_attention_wgmma(const PrefillAttnArgs& a, void* stream) {
   p.v_lbo = kBN * 128, p.v_sbo = 1024;
   if (tq)
     for (int i = 0; i < 16; ++i) p.cent[i] = a.k_codec->centroids[i];
-  if (tq)
-    launch_wgmma<true>(p, a.T, a.n_head, as_stream(stream));
+  if (decode == TqDecode::kDefault) decode = prefill_wgmma_tq_decode();
+  if (!tq)
+    launch_wgmma<kDense>(p, a.T, a.n_head, as_stream(stream));
+  else if (decode == TqDecode::kTable)
+    launch_wgmma<kTqTable>(p, a.T, a.n_head, as_stream(stream));
   else
-    launch_wgmma<false>(p, a.T, a.n_head, as_stream(stream));
+    launch_wgmma<kTqAlu>(p, a.T, a.n_head, as_stream(stream));
 }
 
 }  // namespace tq::cuda

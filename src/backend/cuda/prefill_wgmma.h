@@ -22,8 +22,15 @@ bool prefill_wgmma_enabled();
 // The same for TurboQuant K/V: TQ_PREFILL_WGMMA_TQ=1 / 0, else the built-in default.
 bool prefill_wgmma_tq_enabled();
 
+// How the TurboQuant producer decodes codes to fp16: kTable = shared-memory byte-pair table
+// (version H8), kAlu = centroid bytes in registers selected with prmt. Both give the same bits.
+enum class TqDecode { kDefault, kTable, kAlu };
+// The decode kDefault means: TQ_PREFILL_TQ_DECODE=table / alu, else the built-in default.
+TqDecode prefill_wgmma_tq_decode();
+
 // Queues the attention with the Hopper kernel. Throws tq::Error when it is unavailable or does
 // not handle `a`. The caller (prefill_attention) has validated lengths and positions.
-void prefill_attention_wgmma(const PrefillAttnArgs& a, void* stream = nullptr);
+void prefill_attention_wgmma(const PrefillAttnArgs& a, void* stream = nullptr,
+                             TqDecode decode = TqDecode::kDefault);
 
 }  // namespace tq::cuda

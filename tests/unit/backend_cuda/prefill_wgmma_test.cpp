@@ -2,11 +2,13 @@
 // reference: bf16 K/V and TurboQuant 4-bit codes (decoded on the CPU), d=128, causal chunks
 // after cached keys (q_pos0 > 0, keys starting later), odd T and L, non-causal, GQA, no keys,
 // lse. Fresh random inputs, outputs poisoned with NaN, shared memory poisoned, NaN bit patterns
-// in cache slots past L. Skips off sm_90.
+// in cache slots past L. TurboQuant runs both producer decodes (H8's table, the ALU one): each
+// against the reference, and the two must agree bit for bit. Skips off sm_90.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "backend/cuda/prefill_wgmma.h"
@@ -93,14 +95,21 @@ float half_bits(uint16_t b) {
 
 // TurboQuant 4-bit K/V: random codes and fp16 scales (NaN scales, random codes past L), decoded
 // on the CPU as centroid[code] * scale with the codec's centroids.
-void check_tq(Backend& be, const WgCase& c) {
+// random_codebook: 16 random centroids (unsorted, asymmetric, both signs) in place of the
+// codec's, for K and V alike: the decode must not lean on the codebook's shape.
+void check_tq(Backend& be, const WgCase& c, bool random_codebook = false) {
   constexpr int d = 128;
   quant::TqFormat f;
   f.head_dim = d;
   f.key_seed = rng()();
   f.value_seed = rng()();
   quant::VectorCodec kcodec(f.key_config()), vcodec(f.value_config());
-  const cuda::TqCodecDev kc = cuda::make_tq_codec_dev(kcodec), vc = cuda::make_tq_codec_dev(vcodec);
+  cuda::TqCodecDev kc = cuda::make_tq_codec_dev(kcodec), vc = cuda::make_tq_codec_dev(vcodec);
+  if (random_codebook) {
+    const auto x = randn(16, 0.15f);
+    std::copy(x.begin(), x.end(), kc.centroids);
+    std::copy(x.begin(), x.end(), vc.centroids);
+  }
   ASSERT_TRUE(std::equal(kc.centroids, kc.centroids + 16, vc.centroids));
   double ms = 0;
   for (float x : kc.centroids) ms += double(x) * x / 16;
@@ -129,9 +138,8 @@ void check_tq(Backend& be, const WgCase& c) {
   attend(c, stride, q, k, v, ref, lref);
   DeviceBuffer qd = to_dev(be, q), kd = to_dev(be, kcode), vd = to_dev(be, vcode);
   DeviceBuffer ksd = to_dev(be, ks), vsd = to_dev(be, vs);
-  DeviceBuffer od = poisoned(be, ref.size()), ld = poisoned(be, lref.size());
   cuda::PrefillAttnArgs a;
-  a.q = qd.f32(), a.out = od.f32(), a.lse = ld.f32();
+  a.q = qd.f32();
   a.format = cuda::KvFormat::TurboQuant, a.k = kd.data(), a.v = vd.data();
   a.k_scale = static_cast<const uint16_t*>(ksd.data());
   a.v_scale = static_cast<const uint16_t*>(vsd.data());
@@ -139,12 +147,25 @@ void check_tq(Backend& be, const WgCase& c) {
   a.head_stride = stride, a.T = c.T, a.L = c.L, a.n_head = c.n_head, a.n_head_kv = c.n_kv;
   a.head_dim = d, a.q_pos0 = c.q_pos0, a.k_pos0 = c.k_pos0, a.causal = c.causal;
   ASSERT_TRUE(cuda::prefill_wgmma_handles(a));
-  for (int rep = 0; rep < 2; ++rep) {
-    cuda::poison_shared_memory();
-    cuda::prefill_attention_wgmma(a);
+  std::vector<float> outs[2], lses[2];
+  const cuda::TqDecode decodes[2] = {cuda::TqDecode::kTable, cuda::TqDecode::kAlu};
+  for (int dv = 0; dv < 2; ++dv) {
+    DeviceBuffer od = poisoned(be, ref.size()), ld = poisoned(be, lref.size());
+    a.out = od.f32(), a.lse = ld.f32();
+    for (int rep = 0; rep < 2; ++rep) {
+      cuda::poison_shared_memory();
+      cuda::prefill_attention_wgmma(a, nullptr, decodes[dv]);
+    }
+    cuda::check_last_launch("prefill_attention_wgmma (TurboQuant)");
+    outs[dv] = from_dev(be, od, ref.size()), lses[dv] = from_dev(be, ld, lref.size());
+    compare(c, dv ? "tq4 alu" : "tq4 table", outs[dv], lses[dv], ref, lref);
   }
-  cuda::check_last_launch("prefill_attention_wgmma (TurboQuant)");
-  compare(c, "tq4", from_dev(be, od, ref.size()), from_dev(be, ld, lref.size()), ref, lref);
+  // Same fp16 K/V tiles, same consumers: the outputs are identical (NaN-safe bit compare).
+  const auto same_bits = [](const std::vector<float>& x, const std::vector<float>& y) {
+    return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+  };
+  EXPECT_TRUE(same_bits(outs[0], outs[1])) << "table and ALU decodes differ (out)";
+  EXPECT_TRUE(same_bits(lses[0], lses[1])) << "table and ALU decodes differ (lse)";
 }
 
 void check(Backend& be, const WgCase& c) {
@@ -207,6 +228,7 @@ TEST(CudaPrefillWgmma, TurboQuantMatchesCpuDecodedReference) {
   check_tq(*be, {4, 1, 1, 1});                   // one query, one key
   check_tq(*be, {4, 2, 129, 0, 0, 0, false});    // no keys at all
   check_tq(*be, {4, 2, 131, 259, 128});          // causal, partial last tiles
+  check_tq(*be, {8, 2, 600, 777}, true);         // random codebook
 }
 
 }  // namespace

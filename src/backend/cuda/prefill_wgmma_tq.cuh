@@ -1,0 +1,97 @@
+// TurboQuant 4-bit decode of the Hopper prefill kernel's producer (prefill_wgmma.cu, ALU
+// variant): codes to fp16 K / V tiles with the 16 centroids held as byte planes in registers and
+// selected with prmt (no table loads), in the kernel's 128B-swizzled tile layout.
+#pragma once
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#ifndef TQ_WG_DEC_UNROLL
+#define TQ_WG_DEC_UNROLL 2  // unroll of tq_decode_tile_alu's loop over a thread's 8 code rows
+#endif
+
+namespace tq::cuda::wgtq {
+
+// Tiles of 128 keys x 128 coordinates: packed codes (64 bytes a row) in, fp16 (two 64-column
+// halves [2][128][128 B], 16-byte chunk c of row r at (c & 7) ^ (r & 7)) out.
+constexpr int kRows = 128, kDim = 128, kCodeBytes = kRows * kDim / 2, kTileBytes = kRows * kDim * 2;
+[[maybe_unused]] constexpr int kDecUnroll = TQ_WG_DEC_UNROLL;  // used by a pragma
+
+// ALU decode: the 16 fp16 centroids as byte planes; word i < 4: byte b = low byte of centroid
+// 4i + b, word 4 + i: the high bytes (rounded like the table's pack_half2).
+__device__ __forceinline__ uint32_t centroid_plane(const float (&cent)[16], int i) {
+  uint32_t w = 0;
+#pragma unroll
+  for (int b = 0; b < 4; ++b) {
+    const uint32_t h = __half_as_ushort(__float2half_rn(cent[4 * (i & 3) + b]));
+    w |= (i < 4 ? h & 255u : h >> 8) << (8 * b);
+  }
+  return w;
+}
+// prmt.b32 with the selector's sign-replicate bits honoured (selector nibble bit 3).
+__device__ __forceinline__ uint32_t prmt_s(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+__device__ __forceinline__ uint32_t hmul2(uint32_t a, uint32_t b) {
+  __half2 x = __hmul2(*reinterpret_cast<__half2*>(&a), *reinterpret_cast<__half2*>(&b));
+  return *reinterpret_cast<uint32_t*>(&x);
+}
+// Codes n0..n7 (nibble i of w = coordinate i) to the fp16 pairs (c[n0], c[n1]) .. (c[n6], c[n7]):
+// per 4 codes, prmt by n & 7 into the planes of centroids 0-7 and 8-15, a byte mask from bit 3
+// (prmt's sign replication of the byte whose top bit is that bit: w << 4 for even codes, w for
+// odd ones) picks one of the two, and two prmts interleave low and high bytes. 20 ALU ops.
+__device__ __forceinline__ void decode8(uint32_t w, const uint32_t (&lo)[4], const uint32_t (&hi)[4],
+                                        uint32_t (&o)[4]) {
+  const uint32_t sel = w & 0x77777777u, wb = w << 4;
+#pragma unroll
+  for (int g = 0; g < 2; ++g) {
+    const uint32_t sg = g ? sel >> 16 : sel;
+    const uint32_t m = prmt_s(wb, w, g ? 0xFBEAu : 0xD9C8u);
+    const uint32_t l = (prmt_s(lo[0], lo[1], sg) & ~m) | (prmt_s(lo[2], lo[3], sg) & m);
+    const uint32_t h = (prmt_s(hi[0], hi[1], sg) & ~m) | (prmt_s(hi[2], hi[3], sg) & m);
+    o[2 * g] = prmt_s(l, h, 0x5140u), o[2 * g + 1] = prmt_s(l, h, 0x7362u);
+  }
+}
+
+// Raw code staging of the ALU decode: the 16-byte chunk q (codes 32q .. 32q + 31) of row r sits
+// at slot q ^ ((r >> 1) & 3) of the row's 64 bytes, so 8 rows' chunk q are 8 distinct banks.
+__device__ __forceinline__ int raw_slot(int r, int q) { return r * 64 + ((q ^ ((r >> 1) & 3)) << 4); }
+
+// ALU decode of one 128-key tile: K then V codes (raw stage rs in shared memory: codes, then
+// half2 scales [2][128]) to fp16 tiles at ks (K, V after kTileBytes; 128B swizzle); row steps
+// kN0 .. kN1 - 1 of 8 (0..4 = K, 4..8 = V). Producer
+// thread t: rows rl + 8 w + 32 k (rl = lane & 7, w = warp, k = 0..3), code chunk q = lane >> 3
+// = fp16 chunks 4q .. 4q + 3; a quarter warp = 8 rows of one chunk: conflict-free 16-byte loads
+// (raw_slot) and stores (the swizzle). The next row's codes load before this row's stores.
+template <int kN0 = 0, int kN1 = 8>
+__device__ __forceinline__ void tq_decode_tile_alu(const uint8_t* rs, uint8_t* ks, int tid,
+                                                   const uint32_t (&lo)[4], const uint32_t (&hi)[4]) {
+  const int lane = tid & 31, rl = lane & 7, q = lane >> 3, r0 = (tid >> 5) * 8 + rl;
+  const uint8_t* cb = rs + raw_slot(r0, q);
+  const uint32_t* sb = reinterpret_cast<const uint32_t*>(rs + 2 * kCodeBytes) + r0;
+  uint8_t* ob = ks + (q >> 1) * kRows * 128 + r0 * 128;
+  const int x0 = (4 * (q & 1)) ^ rl;  // fp16 chunk 4q + j of row r0 at slot x0 ^ j
+  uint4 code = *reinterpret_cast<const uint4*>(cb + (kN0 >> 2) * kCodeBytes + (kN0 & 3) * 32 * 64);
+  uint32_t s2 = sb[(kN0 >> 2) * kRows + (kN0 & 3) * 32];
+#pragma unroll kDecUnroll
+  for (int n = kN0; n < kN1; ++n) {  // n = which * 4 + k
+    const int which = n >> 2, k = n & 3;
+    const uint32_t words[4] = {code.x, code.y, code.z, code.w}, s_cur = s2;
+    if (n + 1 < kN1) {  // the next row's codes and scale, loaded ahead of this row's stores
+      const int wn = (n + 1) >> 2, kn = (n + 1) & 3;
+      code = *reinterpret_cast<const uint4*>(cb + wn * kCodeBytes + kn * 32 * 64);
+      s2 = sb[wn * kRows + kn * 32];
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      uint32_t o[4];
+      decode8(words[j], lo, hi, o);
+      *reinterpret_cast<uint4*>(ob + which * kTileBytes + k * 32 * 128 + ((x0 ^ j) << 4)) =
+          make_uint4(hmul2(o[0], s_cur), hmul2(o[1], s_cur), hmul2(o[2], s_cur), hmul2(o[3], s_cur));
+    }
+  }
+}
+
+}  // namespace tq::cuda::wgtq
