@@ -37,7 +37,8 @@ constexpr int kQBytes = kBM * kD * 2;
 constexpr float kLog2e = 1.4426950408889634f;
 
 // Shared memory: Q | kStages x (K, V) tiles | TurboQuant: 2 raw stages (K codes, V codes, K
-// scales, V scales), the byte-pair table (256 half2 x 32 lane copies) | mbarriers.
+// scales, V scales), the byte-pair table (256 half2 x 32 lane copies) or the ALU decode's 8
+// centroid byte planes | mbarriers.
 // Kernel variants: dense bf16; TurboQuant decoded through H8's shared-memory byte-pair table;
 // TurboQuant decoded by ALU only (centroid byte planes in registers, selected with prmt).
 enum WgMode { kDense = 0, kTqTable = 1, kTqAlu = 2 };
