@@ -11,6 +11,8 @@
 // in one process on one loaded model, a table row each. --copy-prefill prefills sequence 0 only
 // and gives the others a copy of its cache (the prefix cache's save_kv_block / load_kv_block):
 // decode cost depends on the lengths, not the contents; prefill tok/s is then sequence 0's.
+// Decode steps take greedy LogitsTop summaries (sampling on the backend, as EngineLoop);
+// TQ_FULL_LOGITS=1 downloads the full rows instead (a same-run baseline).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -157,15 +159,26 @@ int batch_decode(const Args& a, Model& model) {
   }
   uint64_t kv_bytes = 0;
   for (const auto& c : caches) kv_bytes += c.bytes();
-  // Decode: every step feeds each sequence one id (a fixed stream: sampling is not measured)
-  // and downloads its logits row, as EngineLoop does.
+  // Decode: every step feeds each sequence one id (a fixed stream: the host's sampling is not
+  // measured) and takes what a greedy EngineLoop step takes: each row's LogitsTop summary
+  // (sampling on the backend), or with TQ_FULL_LOGITS=1 (a same-run baseline) the full rows.
+  static const bool full_logits = [] {
+    const char* e = std::getenv("TQ_FULL_LOGITS");
+    return e && std::string(e) == "1";
+  }();
   std::vector<int32_t> next(size_t(a.batch));
   std::vector<Model::SeqStep> steps(size_t(a.batch));
+  std::vector<LogitsTop> tops(size_t(a.batch));
   auto step = [&](int64_t k) {
     for (int64_t s = 0; s < a.batch; ++s) {
       next[size_t(s)] = int32_t(5 + (s * 7919 + k * 104729) % (mc.vocab_size - 5));
-      steps[size_t(s)] = {std::span<const int32_t>(&next[size_t(s)], 1), &caches[size_t(s)],
-                          LogitsMode::Last, logits.data() + s * mc.vocab_size};
+      Model::SeqStep& st = steps[size_t(s)];
+      st = {std::span<const int32_t>(&next[size_t(s)], 1), &caches[size_t(s)], LogitsMode::Last,
+            logits.data() + s * mc.vocab_size};
+      if (!full_logits) {
+        st.logits = nullptr;
+        st.top = &tops[size_t(s)];
+      }
     }
     model.forward_batch(steps);
   };

@@ -156,6 +156,30 @@ struct KvAppend {
   int64_t at = 0, rows_at = 0, row = 0;
 };
 
+// Backend::logits_top: the entries of a logits row that decide sampling and logprobs. Ranking:
+// by logit / divisor (float division) descending, ties to the lower id (torch.argmax and
+// std::max_element pick the first maximum); -inf (and NaN) logits rank after every other entry.
+constexpr int kLogitsTop = 64;
+struct LogitsTop {
+  double lse = 0;              // log-sum-exp of the (adjusted) row, as doubles; NaN unless asked
+  int32_t id[kLogitsTop];      // the kLogitsTop first entries in ranking order
+  float logit[kLogitsTop];     // their (adjusted) logits
+};
+// A change to one logit, applied in place before the summary: logit += delta, or logit = -inf
+// when delta is -inf (a mask). Applied in order.
+struct LogitAdjust {
+  int32_t id = 0;
+  float delta = 0;
+};
+// The host ranking (logits_top.cpp): the reference of every backend's logits_top.
+void logits_top_host(const float* row, int64_t vocab, float divisor, bool lse, LogitsTop& out);
+struct LogitsTopRow {
+  int64_t row = 0;          // row of the call's logits [*, vocab]
+  float divisor = 1.0f;     // ranks by logit / divisor (> 0)
+  bool lse = false;         // also compute LogitsTop::lse
+  std::span<const LogitAdjust> adjust;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -312,6 +336,13 @@ class Backend {
       }
     }
   }
+
+  // Per entry of `rows`: applies its adjustments to row r of logits [*, vocab] (backend memory,
+  // in place), then writes the row's LogitsTop to out[i] (host memory; vocab >= kLogitsTop).
+  // The base version (logits_top.cpp) downloads each row and ranks it on the host; a device
+  // backend ranks on the device and downloads only the summaries.
+  virtual void logits_top(float* logits, int64_t vocab, std::span<const LogitsTopRow> rows,
+                          LogitsTop* out);
 
   // Ops of hybrid models (Qwen3.5 gated attention and Gated DeltaNet layers). A backend that has
   // not implemented one throws Error naming it, so models without these layers are unaffected.

@@ -1,6 +1,6 @@
 // EngineLoop implementation: the engine thread, one batched forward per step, per-sequence
-// sampling (penalties, EOS masking, logprobs), prefix-cache hooks and event delivery (the memory
-// guard's part: engine_guard.cpp).
+// sampling (penalties, EOS masking, logprobs; from a backend summary when that is exact),
+// prefix-cache hooks and event delivery (the memory guard's part: engine_guard.cpp).
 #include "engine/engine_loop.h"
 
 #include <algorithm>
@@ -53,6 +53,18 @@ void fill_logprobs(const float* row, int64_t vocab, int32_t chosen, int32_t k, E
   }
   for (int32_t i = 0; i < e.n_top; ++i)
     e.top[size_t(i)].logprob = float(double(e.top[size_t(i)].logprob) - lse);
+}
+
+// fill_logprobs from the summary of an unadjusted row ranked by the raw logits: its first
+// entries are the row's most likely ids in fill_logprobs' order, its lse the row's.
+void fill_logprobs(const LogitsTop& t, int32_t chosen, int32_t k, EngineEvent& e) {
+  int j = 0;
+  while (j < kLogitsTop && t.id[j] != chosen) ++j;
+  TQ_CHECK(j < kLogitsTop);
+  e.logprob = float(double(t.logit[j]) - t.lse);
+  e.n_top = std::clamp(k, 0, kMaxTopLogprobs);
+  for (int32_t i = 0; i < e.n_top; ++i)
+    e.top[size_t(i)] = {t.id[i], float(double(t.logit[i]) - t.lse)};
 }
 
 bool contains(const std::vector<int32_t>& v, int32_t x) {
@@ -358,7 +370,18 @@ void EngineLoop::run_step() {
                         : std::span<const int32_t>(&s.last_token, 1);
     st.cache = &s.cache;
     st.mode = all ? LogitsMode::All : LogitsMode::Last;
-    st.logits = logits_.data() + row_offset_[i] * vocab_;
+    // A prefill chunk that samples nothing and wants no prompt logprobs needs no logits.
+    const bool samples = !it.prefill || (it.last_chunk && s.req.max_tokens > 0);
+    st.logits = all || samples ? logits_.data() + row_offset_[i] * vocab_ : nullptr;
+    st.top = nullptr;
+    st.adjust = {};
+    if (samples && !all && sample_from_top(s)) {
+      st.logits = nullptr;
+      st.top = &s.top;
+      st.top_divisor = s.sampler.top_divisor();
+      st.top_lse = s.req.logprobs >= 0;
+      st.adjust = s.adjust;
+    }
   }
   auto t0 = Clock::now();
   std::string error;
@@ -393,10 +416,10 @@ void EngineLoop::run_step() {
           finish(s, FinishReason::Length);
           ended = true;
         } else {
-          ended = sample_and_emit(s, last);
+          ended = sample_and_emit(s, last, steps_[i].top);
         }
       } else {
-        ended = sample_and_emit(s, rows_i);
+        ended = sample_and_emit(s, rows_i, steps_[i].top);
       }
       if (ended) ended_.push_back(&s);
     }
@@ -496,22 +519,50 @@ void EngineLoop::emit_prompt_logprobs(Seq& s, const float* rows, int64_t begin, 
   }
 }
 
-bool EngineLoop::sample_and_emit(Seq& s, float* row) {
+bool EngineLoop::sample_from_top(Seq& s) {
   const EngineRequest& q = s.req;
-  const bool want_logprobs = q.logprobs >= 0;
-  if (want_logprobs) std::copy(row, row + vocab_, raw_row_.begin());
+  if (!cfg_.sample_on_backend || !Sampler::top_decides(q.sampling)) return false;
+  // The row's changes, in the order sample_and_emit makes them on a full row.
+  s.adjust.clear();
   if (q.presence_penalty != 0.0f || q.frequency_penalty != 0.0f)
     for (const auto& [id, count] : s.counts)
-      row[id] -= q.presence_penalty + q.frequency_penalty * float(count);
+      s.adjust.push_back({id, -(q.presence_penalty + q.frequency_penalty * float(count))});
   if (q.ignore_eos)
     for (int32_t e : cfg_.eos_ids)
-      if (e >= 0 && e < vocab_) row[e] = -std::numeric_limits<float>::infinity();
-  int32_t id = s.sampler.sample(std::span<float>(row, size_t(vocab_)));
+      if (e >= 0 && e < vocab_) s.adjust.push_back({e, -std::numeric_limits<float>::infinity()});
+  // Logprobs are of the raw row in raw-logit order: the summary has them only when it ranks
+  // the raw row.
+  if (q.logprobs >= 0 && (!s.adjust.empty() || s.sampler.top_divisor() != 1.0f)) return false;
+  return true;
+}
+
+bool EngineLoop::sample_and_emit(Seq& s, float* row, const LogitsTop* top) {
+  const EngineRequest& q = s.req;
+  const bool want_logprobs = q.logprobs >= 0;
+  int32_t id;
+  if (top) {
+    id = s.sampler.sample_top(*top);
+    ++summary_tokens_;
+  } else {
+    if (want_logprobs) std::copy(row, row + vocab_, raw_row_.begin());
+    if (q.presence_penalty != 0.0f || q.frequency_penalty != 0.0f)
+      for (const auto& [id, count] : s.counts)
+        row[id] -= q.presence_penalty + q.frequency_penalty * float(count);
+    if (q.ignore_eos)
+      for (int32_t e : cfg_.eos_ids)
+        if (e >= 0 && e < vocab_) row[e] = -std::numeric_limits<float>::infinity();
+    id = s.sampler.sample(std::span<float>(row, size_t(vocab_)));
+  }
   ++s.n_generated;
   if (q.presence_penalty != 0.0f || q.frequency_penalty != 0.0f) ++s.counts[id];
   EngineEvent e;
   e.token = id;
-  if (want_logprobs) fill_logprobs(raw_row_.data(), vocab_, id, q.logprobs, e);
+  if (want_logprobs) {
+    if (top)
+      fill_logprobs(*top, id, q.logprobs, e);
+    else
+      fill_logprobs(raw_row_.data(), vocab_, id, q.logprobs, e);
+  }
   s.channel->push(e);
   s.last_token = id;
   if ((!q.ignore_eos && contains(cfg_.eos_ids, id)) || contains(q.stop_ids, id)) {
@@ -535,6 +586,8 @@ void EngineLoop::update_stats_locked(double step_s) {
   for (const StepItem& it : plan_.items)
     if (it.prefill && it.last_chunk) sampled += 1;
   stats_.generated_tokens_total += sampled;
+  stats_.summary_tokens_total += summary_tokens_;
+  summary_tokens_ = 0;
   stats_.prefill_seconds_total += step_s * share;
   stats_.decode_seconds_total += step_s * (1.0 - share);
   // Rates over the current window (up to two seconds of wall time) plus the previous one.

@@ -45,6 +45,11 @@ struct EngineConfig {
   // sequence restores its longest cached prefix when it starts, its prefill chunks never cross
   // a block boundary, and each block it completes is added.
   std::shared_ptr<PrefixCache> prefix_cache;
+  // Sampling on the backend: a sequence whose next token a LogitsTop summary decides exactly
+  // (Sampler::top_decides; logprobs only from an unadjusted, unscaled row) gets the summary
+  // instead of its full logits row. false: every sampled row is downloaded (a same-run
+  // baseline, the tests' reference).
+  bool sample_on_backend = true;
 };
 
 // NoMemory: the memory guard's preflight says the request fits the limit but not the memory
@@ -92,6 +97,7 @@ struct EngineStats {
   int64_t steps_total = 0;
   int64_t prompt_tokens_total = 0;     // prompt tokens prefilled
   int64_t generated_tokens_total = 0;  // tokens sampled
+  int64_t summary_tokens_total = 0;    // of those, sampled from a backend LogitsTop summary
   double prefill_seconds_total = 0;    // step time attributed to prefill tokens
   double decode_seconds_total = 0;
   double prefill_tokens_per_s = 0;     // over the last few seconds of work; 0 when idle
@@ -148,14 +154,20 @@ class EngineLoop {
     int32_t last_token = -1;  // the token the next decode step feeds
     int64_t n_generated = 0;
     std::unordered_map<int32_t, int32_t> counts;  // generated id -> count (penalties only)
+    std::vector<LogitAdjust> adjust;  // this step's penalties and masks (summary path)
+    LogitsTop top;                    // this step's summary (summary path)
   };
   void run();
   // The one place caches are made: a KV policy (e.g. TurboQuant compression) plugs in here.
   KvCache make_cache(const EngineRequest& req);
   void process_cancels_locked();
   void run_step();
-  // Samples the next token of `s` from its logits row; returns true when the sequence ended.
-  bool sample_and_emit(Seq& s, float* row);
+  // Whether s's next token comes from a LogitsTop summary this step (then s.adjust holds the
+  // row's penalties and masks for the backend to apply).
+  bool sample_from_top(Seq& s);
+  // Samples the next token of `s` from its logits row, or from its summary `top` when given;
+  // returns true when the sequence ended.
+  bool sample_and_emit(Seq& s, float* row, const LogitsTop* top = nullptr);
   void emit_prompt_logprobs(Seq& s, const float* rows, int64_t begin, int64_t n);
   // Ordinary TurboQuant: converts s's cache after its prompt; false (s finished with an error)
   // when the conversion failed.
@@ -213,6 +225,7 @@ class EngineLoop {
   std::vector<float> logits_;            // [rows, vocab]
   std::vector<float> raw_row_;           // [vocab]: a row before penalties, for logprobs
   std::vector<Seq*> ended_;
+  int64_t summary_tokens_ = 0;           // sampled from a summary since the last stats update
   // Throughput window.
   std::chrono::steady_clock::time_point window_start_{}, last_step_{};
   double win_prefill_tokens_ = 0, win_prefill_s_ = 0, win_decode_tokens_ = 0, win_decode_s_ = 0;

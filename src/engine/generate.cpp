@@ -58,6 +58,12 @@ struct Prefiller {
            cache.n_tokens() >= policy.convert_at;
   }
 
+  // With `top` (mode Last): the last chunk writes its row's LogitsTop summary there (ranked by
+  // top_divisor after top_adjust) instead of the row, and the other chunks write nothing.
+  LogitsTop* top = nullptr;
+  float top_divisor = 1.0f;
+  std::span<const LogitAdjust> top_adjust;
+
   bool run(std::span<const int32_t> ids, LogitsMode mode, float* logits, Progress* progress,
            const std::function<void(int64_t, int64_t)>& sink) {
     const int64_t n = int64_t(ids.size());
@@ -76,7 +82,16 @@ struct Prefiller {
       if (v.action == GuardAction::Reject) return false;
       m = v.chunk;
       auto t0 = Clock::now();
-      model.forward(ids.subspan(size_t(p), size_t(m)), cache, mode, logits);
+      Model::SeqStep st{ids.subspan(size_t(p), size_t(m)), &cache, mode, logits};
+      if (top && mode == LogitsMode::Last) {
+        st.logits = nullptr;
+        if (p + m == n) {
+          st.top = top;
+          st.top_divisor = top_divisor;
+          st.adjust = top_adjust;
+        }
+      }
+      model.forward_batch(std::span<const Model::SeqStep>(&st, 1));
       chunks.push_back({p, m, since(t0), v.used, v.projected});
       seq.observe(cache);
       if (sink) sink(p, m);
@@ -116,6 +131,20 @@ GenerateResult generate(Model& model, std::span<const int32_t> prompt, const Gen
   std::vector<float> logits(static_cast<size_t>(vocab));
   auto t0 = Clock::now();
   Prefiller pre(model, cache, opt.kv, opt.prefill_chunk, opt.guard, opt.suffix_from);
+  // Sampling on the backend when its summary decides the token exactly (Sampler::top_decides):
+  // each step downloads a LogitsTop, not the row; the EOS mask is applied there.
+  Sampler sampler(opt.sampling);
+  const bool on_top = Sampler::top_decides(opt.sampling);
+  LogitsTop top;
+  std::vector<LogitAdjust> mask;
+  if (opt.ignore_eos)
+    for (int32_t e : opt.eos_ids)
+      if (e >= 0 && e < vocab) mask.push_back({e, -std::numeric_limits<float>::infinity()});
+  if (on_top) {
+    pre.top = &top;
+    pre.top_divisor = sampler.top_divisor();
+    pre.top_adjust = mask;
+  }
   bool ok;
   {
     Progress progress("prefill", r.prompt_tokens);
@@ -132,13 +161,15 @@ GenerateResult generate(Model& model, std::span<const int32_t> prompt, const Gen
     finish_result();
     return r;
   }
-  Sampler sampler(opt.sampling);
   auto t1 = Clock::now();
   for (int64_t step = 0; step < opt.max_tokens; ++step) {
-    if (opt.ignore_eos)
-      for (int32_t e : opt.eos_ids)
-        if (e >= 0 && e < vocab) logits[size_t(e)] = -std::numeric_limits<float>::infinity();
-    int32_t id = sampler.sample(logits);
+    int32_t id;
+    if (on_top) {
+      id = sampler.sample_top(top);
+    } else {
+      for (const LogitAdjust& a : mask) logits[size_t(a.id)] = -std::numeric_limits<float>::infinity();
+      id = sampler.sample(logits);
+    }
     r.ids.push_back(id);
     bool is_eos = std::find(opt.eos_ids.begin(), opt.eos_ids.end(), id) != opt.eos_ids.end();
     bool go_on = on_token ? on_token(id) : true;
@@ -147,8 +178,15 @@ GenerateResult generate(Model& model, std::span<const int32_t> prompt, const Gen
       break;
     }
     if (step + 1 == opt.max_tokens) break;
-    model.forward(std::span<const int32_t>(&r.ids.back(), 1), cache, LogitsMode::Last,
-                  logits.data());
+    Model::SeqStep st{std::span<const int32_t>(&r.ids.back(), 1), &cache, LogitsMode::Last,
+                      logits.data()};
+    if (on_top) {
+      st.logits = nullptr;
+      st.top = &top;
+      st.top_divisor = sampler.top_divisor();
+      st.adjust = mask;
+    }
+    model.forward_batch(std::span<const Model::SeqStep>(&st, 1));
   }
   if (r.finish_reason.empty()) r.finish_reason = "length";
   r.decode_seconds = since(t1);

@@ -55,6 +55,22 @@ int32_t Sampler::sample(std::span<float> logits) {
   for (int32_t i = 0; i < n; ++i)
     if (logits[size_t(i)] > -std::numeric_limits<float>::infinity())
       cand_.emplace_back(logits[size_t(i)] / p_.temperature, i);
+  return draw();
+}
+
+int32_t Sampler::sample_top(const LogitsTop& top) {
+  // Greedy: the summary's first entry is the row's first maximum. Otherwise its entries hold
+  // the row's top_k (by logit / temperature, ties to the lower id) in that order, followed by
+  // -inf entries when the row has fewer finite ones: the candidates sample() would keep.
+  if (p_.temperature == 0.0f) return top.id[0];
+  cand_.clear();
+  for (int j = 0; j < kLogitsTop; ++j)
+    if (top.logit[j] > -std::numeric_limits<float>::infinity())
+      cand_.emplace_back(top.logit[j] / p_.temperature, top.id[j]);
+  return draw();
+}
+
+int32_t Sampler::draw() {
   if (cand_.empty()) return 0;
   auto by_logit = [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;

@@ -27,11 +27,18 @@ class Model {
 
   // One sequence's part of a batched step: ids run at positions cache->n_tokens() ..,
   // appended to its cache; logits (host memory, [1 or ids.size(), vocab]) written per mode.
+  // With `top` (mode Last): the last row's adjustments are applied and its LogitsTop summary
+  // (Backend::logits_top: ranked by logit / top_divisor, lse when top_lse) is written to *top
+  // instead of the row (logits may be null). Neither logits nor top: no output for the step.
   struct SeqStep {
     std::span<const int32_t> ids;
     KvCache* cache = nullptr;
     LogitsMode mode = LogitsMode::Last;
     float* logits = nullptr;
+    LogitsTop* top = nullptr;
+    float top_divisor = 1.0f;
+    bool top_lse = false;
+    std::span<const LogitAdjust> adjust{};
   };
   // Runs several sequences in one step: their tokens share every linear layer; attention runs
   // per sequence on its own cache. Token ids must be in [0, vocab) (checked before any work:
@@ -58,7 +65,8 @@ class Model {
   // Rows of logits the LM head computes at once (bounds the logits workspace).
   static constexpr int64_t kLogitRows = 256;
   // Final norm and LM head on the rows each sequence wants (its last, or all), in chunks of
-  // kLogitRows through logits_ws [kLogitRows, vocab]; h is scratch [kLogitRows, hidden].
+  // kLogitRows through logits_ws [kLogitRows, vocab]; h is scratch [kLogitRows, hidden]. Rows
+  // with a `top` destination are summarized on the backend (model_logits.cpp).
   void write_logits(std::span<const SeqStep> steps, const float* x, float* h, const Weight& norm,
                     const Weight& head, float* logits_ws) const;
   // x += down(silu(gate(norm(x))) * up(norm(x))) over T rows; h, gate_ws, up_ws are scratch.

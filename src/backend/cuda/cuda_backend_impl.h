@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -19,6 +20,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_host_check.h"
+#include "backend/cuda/logits_top.h"
 #include "backend/cuda/ops_kernels.h"
 #include "backend/cuda/tq_cuda.h"
 #include "quant/tq_format.h"
@@ -177,6 +179,20 @@ class CudaBackend final : public Backend {
                          int64_t head_dim, const Weight* q_norm, const Weight* k_norm, float eps,
                          std::span<const int64_t> pos, std::span<const float> inv_freq) override;
   void kv_append_batch(std::span<const KvAppend> seqs, const float* k, const float* v) override;
+  // Sampling summaries on the device (logits_top.cu): one launch, one small download.
+  void logits_top(float* logits, int64_t vocab, std::span<const LogitsTopRow> rows,
+                  LogitsTop* out) override {
+    static_assert(sizeof(LogitsTop) == sizeof(cuda::TopSummary) && cuda::kTopEntries == kLogitsTop &&
+                  sizeof(LogitAdjust) == sizeof(cuda::TopAdjust));
+    top_desc_.clear();
+    top_adj_.clear();
+    for (const LogitsTopRow& r : rows) {
+      if (!(r.divisor > 0.0f) || !std::isfinite(r.divisor)) fail("logits_top: divisor {} is not > 0", r.divisor);
+      top_desc_.push_back({r.row, r.divisor, r.lse ? 1 : 0, int32_t(top_adj_.size()), int32_t(r.adjust.size())});
+      for (const LogitAdjust& a : r.adjust) top_adj_.push_back({a.id, a.delta});
+    }
+    top_ws_.run(logits, vocab, top_desc_, top_adj_, reinterpret_cast<cuda::TopSummary*>(out), stream_);
+  }
 
  private:
   static constexpr size_t kLtWorkspace = 32u << 20;
@@ -291,6 +307,10 @@ class CudaBackend final : public Backend {
   struct BatchMem;
   static void free_batch_mem(BatchMem* m);
   std::unique_ptr<BatchMem, void (*)(BatchMem*)> batch_{nullptr, free_batch_mem};
+  // logits_top: row descriptors and adjustments of a call, staging (logits_top.h).
+  std::vector<cuda::TopRowDesc> top_desc_;
+  std::vector<cuda::TopAdjust> top_adj_;
+  cuda::LogitsTopWorkspace top_ws_;
   void batch_grow(int64_t n_desc, size_t ws_bytes);
   const cuda::DecodeSeqDesc* batch_upload(const cuda::DecodeSeqDesc* d, int64_t n, int which);
   const void* batch_upload_bytes(const void* src, size_t bytes, int which);

@@ -1,0 +1,227 @@
+// The logits_top kernel: one 1024-thread block per logits row applies the row's adjustments, sums
+// the log-sum-exp (float max, double sum), finds the 64th best rank key by a 4-pass radix select
+// (8 bits a pass) and collects the entries above it plus the lowest-id ties, sorted by rank.
+#include <cmath>
+#include <cstring>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/logits_top.h"
+
+namespace tq::cuda {
+namespace {
+
+constexpr int kThreads = 1024;
+constexpr int kWarps = kThreads / 32;
+constexpr unsigned kFull = 0xffffffffu;
+
+// The rank key as an unsigned integer, larger is better: 0 for -inf and NaN logits (after every
+// other entry), else the order-preserving bits of logit / divisor (-0 counted as +0).
+__device__ __forceinline__ uint32_t rank_key(float x, float divisor, bool divide) {
+  if (!(x > -INFINITY)) return 0u;
+  float y = divide ? __fdiv_rn(x, divisor) : x;
+  if (y == 0.0f) y = 0.0f;
+  const uint32_t b = __float_as_uint(y);
+  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+__device__ float block_max(float v, float* sh) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
+  if (lane == 0) sh[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = sh[lane];
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
+    if (lane == 0) sh[0] = v;
+  }
+  __syncthreads();
+  v = sh[0];
+  __syncthreads();
+  return v;
+}
+
+__device__ double block_sum(double v, double* sh) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+  if (lane == 0) sh[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = sh[lane];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+    if (lane == 0) sh[0] = v;
+  }
+  __syncthreads();
+  v = sh[0];
+  __syncthreads();
+  return v;
+}
+
+__global__ void __launch_bounds__(kThreads) logits_top_kernel(float* logits, int64_t vocab,
+                                                              const TopRowDesc* descs,
+                                                              const TopAdjust* adjust,
+                                                              TopSummary* out) {
+  __shared__ int hist[257];  // bin 256: lanes that do not count
+  __shared__ int32_t sel[kTopEntries];
+  __shared__ int warp_cnt[kWarps];
+  __shared__ float red_f[kWarps];
+  __shared__ double red_d[kWarps];
+  __shared__ uint32_t s_prefix;
+  __shared__ int s_need, n_above, tie_base;
+  const TopRowDesc d = descs[blockIdx.x];
+  float* row = logits + d.row * vocab;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  if (tid == 0) {  // in order: a later adjustment of the same id sees the earlier one
+    for (int j = 0; j < d.adj_count; ++j) {
+      const TopAdjust a = adjust[d.adj_begin + j];
+      row[a.id] = a.delta == -INFINITY ? -INFINITY : __fadd_rn(row[a.id], a.delta);
+    }
+  }
+  __syncthreads();
+  const bool divide = d.divisor != 1.0f;
+
+  double lse = __longlong_as_double(0x7ff8000000000000ll);  // NaN unless asked
+  if (d.lse) {
+    float mx = -INFINITY;
+    for (int64_t i = tid; i < vocab; i += kThreads) mx = fmaxf(mx, row[i]);
+    mx = block_max(mx, red_f);
+    if (!isfinite(mx)) {
+      lse = mx;
+    } else {
+      double s = 0;
+      for (int64_t i = tid; i < vocab; i += kThreads) s += exp(double(row[i]) - double(mx));
+      s = block_sum(s, red_d);
+      lse = double(mx) + log(s);
+    }
+  }
+
+  // Radix select of the kTopEntries-th best key: after the passes, s_prefix is that key and
+  // s_need how many entries equal to it belong to the top (the lowest ids among them).
+  uint32_t prefix = 0;
+  int need = kTopEntries;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int b = tid; b < 257; b += kThreads) hist[b] = 0;
+    __syncthreads();
+    for (int64_t base = 0; base < vocab; base += kThreads) {
+      const int64_t i = base + tid;
+      int bin = 256;
+      if (i < vocab) {
+        const uint32_t u = rank_key(row[i], d.divisor, divide);
+        if (shift == 24 || (u >> (shift + 8)) == prefix) bin = int((u >> shift) & 0xffu);
+      }
+      // Lanes of a warp that share a bin add once (logits crowd into a few exponent bins).
+      const unsigned peers = __match_any_sync(kFull, bin);
+      if (bin < 256 && lane == __ffs(peers) - 1) atomicAdd(&hist[bin], __popc(peers));
+    }
+    __syncthreads();
+    if (tid == 0) {
+      int b = 255;
+      for (; b > 0; --b) {
+        if (hist[b] >= need) break;
+        need -= hist[b];
+      }
+      s_prefix = (prefix << 8) | uint32_t(b);
+      s_need = need;
+    }
+    __syncthreads();
+    prefix = s_prefix;
+    need = s_need;
+    __syncthreads();
+  }
+  const uint32_t thr = prefix;
+  const int first_tie = kTopEntries - need;  // slots [0, first_tie) hold the entries above thr
+  if (tid == 0) {
+    n_above = 0;
+    tie_base = 0;
+  }
+  __syncthreads();
+  for (int64_t base = 0; base < vocab; base += kThreads) {
+    const int64_t i = base + tid;
+    const uint32_t u = i < vocab ? rank_key(row[i], d.divisor, divide) : 0u;
+    const bool in = i < vocab;
+    if (in && u > thr) sel[atomicAdd(&n_above, 1)] = int32_t(i);
+    const int tb = tie_base;  // uniform: written only between the barriers below
+    if (tb < need) {
+      const bool tie = in && u == thr;
+      const unsigned m = __ballot_sync(kFull, tie);
+      if (lane == 0) warp_cnt[warp] = __popc(m);
+      __syncthreads();
+      int off = tb + __popc(m & ((1u << lane) - 1u));
+      for (int w = 0; w < warp; ++w) off += warp_cnt[w];
+      if (tie && off < need) sel[first_tie + off] = int32_t(i);
+      __syncthreads();
+      if (tid == 0) {
+        int tot = 0;
+        for (int w = 0; w < kWarps; ++w) tot += warp_cnt[w];
+        tie_base = tb + tot;
+      }
+      __syncthreads();
+    }
+  }
+  __syncthreads();
+  TopSummary& o = out[blockIdx.x];
+  if (tid < kTopEntries) {
+    const int32_t id = sel[tid];
+    const uint32_t u = rank_key(row[id], d.divisor, divide);
+    int rank = 0;
+    for (int j = 0; j < kTopEntries; ++j) {
+      const int32_t idj = sel[j];
+      const uint32_t uj = rank_key(row[idj], d.divisor, divide);
+      rank += uj > u || (uj == u && idj < id);
+    }
+    o.id[rank] = id;
+    o.logit[rank] = row[id];
+  }
+  if (tid == 0) o.lse = lse;
+}
+
+size_t round8(size_t n) { return (n + 7) & ~size_t(7); }
+
+}  // namespace
+
+LogitsTopWorkspace::~LogitsTopWorkspace() {
+  if (host_) cudaFreeHost(host_);
+  if (dev_) cudaFree(dev_);
+}
+
+void LogitsTopWorkspace::grow(size_t bytes) {
+  if (bytes <= cap_) return;
+  if (host_) cudaFreeHost(host_);
+  if (dev_) cudaFree(dev_);
+  host_ = dev_ = nullptr;
+  cap_ = 0;
+  const size_t cap = std::max(bytes, size_t(64) << 10);
+  CUDA_CHECK(cudaMallocHost(&host_, cap));
+  CUDA_CHECK(cudaMalloc(&dev_, cap));
+  cap_ = cap;
+}
+
+void LogitsTopWorkspace::run(float* logits, int64_t vocab, std::span<const TopRowDesc> rows,
+                             std::span<const TopAdjust> adjust, TopSummary* out, void* stream) {
+  if (rows.empty()) return;
+  if (vocab < kTopEntries)
+    raise("logits_top: vocab " + std::to_string(vocab) + " < " + std::to_string(kTopEntries));
+  for (const TopAdjust& a : adjust)
+    if (a.id < 0 || a.id >= vocab)
+      raise("logits_top: adjusted id " + std::to_string(a.id) + " is outside the vocabulary");
+  // One buffer, on host and device alike: [summaries | row descriptors | adjustments].
+  const size_t out_bytes = rows.size() * sizeof(TopSummary);
+  const size_t desc_at = round8(out_bytes), adj_at = desc_at + round8(rows.size_bytes());
+  const size_t in_bytes = adj_at + adjust.size_bytes() - desc_at;
+  cudaStream_t st = as_stream(stream);
+  // The previous call synchronized the stream, so the staging is free to rewrite.
+  grow(adj_at + adjust.size_bytes());
+  char* h = static_cast<char*>(host_);
+  char* dv = static_cast<char*>(dev_);
+  std::memcpy(h + desc_at, rows.data(), rows.size_bytes());
+  if (!adjust.empty()) std::memcpy(h + adj_at, adjust.data(), adjust.size_bytes());
+  CUDA_CHECK(cudaMemcpyAsync(dv + desc_at, h + desc_at, in_bytes, cudaMemcpyHostToDevice, st));
+  logits_top_kernel<<<unsigned(rows.size()), kThreads, 0, st>>>(
+      logits, vocab, reinterpret_cast<const TopRowDesc*>(dv + desc_at),
+      reinterpret_cast<const TopAdjust*>(dv + adj_at), reinterpret_cast<TopSummary*>(dv));
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaMemcpyAsync(h, dv, out_bytes, cudaMemcpyDeviceToHost, st));
+  CUDA_CHECK(cudaStreamSynchronize(st));
+  std::memcpy(out, h, out_bytes);
+}
+
+}  // namespace tq::cuda
