@@ -2,7 +2,9 @@
 // the log-sum-exp (float max, double sum), finds the 64th best rank key by a 4-pass radix select
 // (8 bits a pass) and collects the entries above it plus the lowest-id ties, sorted by rank.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/logits_top.h"
@@ -56,6 +58,28 @@ __device__ double block_sum(double v, double* sh) {
   return v;
 }
 
+// Sorts a[0, n) (n a power of two, <= 2 * kThreads) descending: a block-wide bitonic network.
+__device__ void bitonic_desc(unsigned long long* a, int n) {
+  for (int k = 2; k <= n; k <<= 1)
+    for (int j = k >> 1; j > 0; j >>= 1) {
+      for (int t = threadIdx.x; t < n / 2; t += kThreads) {
+        const int i = (t / j) * 2 * j + (t % j), l = i + j;
+        const unsigned long long x = a[i], y = a[l];
+        if (((i & k) == 0) ? x < y : x > y) {
+          a[i] = y;
+          a[l] = x;
+        }
+      }
+      __syncthreads();
+    }
+}
+
+// kPrefilter (TQ_LOGITS_TOP=2): first the 64th best of the threads' own best keys, a lower bound
+// of the row's 64th best key; the entries at or above it (few, for real logits) are collected
+// into shared memory and sorted there: two passes over the row. Rows with more such entries than
+// kCand (heavy ties, e.g. all -inf) take the radix select below, as without kPrefilter.
+constexpr int kCand = 2048;
+template <bool kPrefilter>
 __global__ void __launch_bounds__(kThreads) logits_top_kernel(float* logits, int64_t vocab,
                                                               const TopRowDesc* descs,
                                                               const TopAdjust* adjust,
@@ -91,6 +115,43 @@ __global__ void __launch_bounds__(kThreads) logits_top_kernel(float* logits, int
       for (int64_t i = tid; i < vocab; i += kThreads) s += exp(double(row[i]) - double(mx));
       s = block_sum(s, red_d);
       lse = double(mx) + log(s);
+    }
+  }
+
+  if constexpr (kPrefilter) {
+    __shared__ unsigned long long cand[kCand];  // (key << 32) | ~id: larger is better
+    __shared__ int n_cand;
+    uint32_t best = 0;
+    for (int64_t i = tid; i < vocab; i += kThreads) best = max(best, rank_key(row[i], d.divisor, divide));
+    cand[tid] = best;
+    if (tid == 0) n_cand = 0;
+    __syncthreads();
+    bitonic_desc(cand, kThreads);
+    const uint32_t bound = uint32_t(cand[kTopEntries - 1]);
+    __syncthreads();
+    for (int64_t i = tid; i < vocab; i += kThreads) {
+      const uint32_t u = rank_key(row[i], d.divisor, divide);
+      if (u >= bound) {
+        const int p = atomicAdd(&n_cand, 1);
+        if (p < kCand) cand[p] = (static_cast<unsigned long long>(u) << 32) | uint32_t(~uint32_t(i));
+      }
+    }
+    __syncthreads();
+    const int n = n_cand;  // uniform
+    if (n <= kCand) {
+      int pow2 = kTopEntries;
+      while (pow2 < n) pow2 <<= 1;
+      for (int i = n + tid; i < pow2; i += kThreads) cand[i] = 0;  // below every entry
+      __syncthreads();
+      bitonic_desc(cand, pow2);
+      TopSummary& o = out[blockIdx.x];
+      if (tid < kTopEntries) {
+        const int32_t id = int32_t(~uint32_t(cand[tid]));
+        o.id[tid] = id;
+        o.logit[tid] = row[id];
+      }
+      if (tid == 0) o.lse = lse;
+      return;
     }
   }
 
@@ -215,7 +276,10 @@ void LogitsTopWorkspace::run(float* logits, int64_t vocab, std::span<const TopRo
   std::memcpy(h + desc_at, rows.data(), rows.size_bytes());
   if (!adjust.empty()) std::memcpy(h + adj_at, adjust.data(), adjust.size_bytes());
   CUDA_CHECK(cudaMemcpyAsync(dv + desc_at, h + desc_at, in_bytes, cudaMemcpyHostToDevice, st));
-  logits_top_kernel<<<unsigned(rows.size()), kThreads, 0, st>>>(
+  // TQ_LOGITS_TOP=2 (read at every call): the prefilter kernel; otherwise radix select only.
+  const char* e = std::getenv("TQ_LOGITS_TOP");
+  auto kernel = e && std::string(e) == "2" ? logits_top_kernel<true> : logits_top_kernel<false>;
+  kernel<<<unsigned(rows.size()), kThreads, 0, st>>>(
       logits, vocab, reinterpret_cast<const TopRowDesc*>(dv + desc_at),
       reinterpret_cast<const TopAdjust*>(dv + adj_at), reinterpret_cast<TopSummary*>(dv));
   CUDA_CHECK(cudaGetLastError());

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -84,7 +85,14 @@ void check_case(Backend& be, int64_t vocab, int64_t n_rows, int iter) {
   }
 }
 
-TEST(CudaLogitsTop, MatchesTheHostRanking) {
+// Both kernels: radix select only (TQ_LOGITS_TOP=1, the default) and the prefilter (=2).
+class CudaLogitsTop : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override { setenv("TQ_LOGITS_TOP", GetParam(), 1); }
+  void TearDown() override { unsetenv("TQ_LOGITS_TOP"); }
+};
+
+TEST_P(CudaLogitsTop, MatchesTheHostRanking) {
   TQ_REQUIRE_GPU();
   auto be = make_cuda_backend();
   const int64_t vocabs[] = {64, 65, 1000, 4099, 151936};
@@ -94,11 +102,13 @@ TEST(CudaLogitsTop, MatchesTheHostRanking) {
       check_case(*be, vocab, 1 + int64_t(rng()() % 9), iter++);
 }
 
-TEST(CudaLogitsTop, ManyRowsAtOnce) {
+TEST_P(CudaLogitsTop, ManyRowsAtOnce) {
   TQ_REQUIRE_GPU();
   auto be = make_cuda_backend();
   check_case(*be, 151936, 64, 0);  // 32 summaries in one launch, as a batch-32 decode step
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, CudaLogitsTop, ::testing::Values("1", "2"));
 
 }  // namespace
 }  // namespace tq::test
