@@ -521,7 +521,8 @@ void EngineLoop::emit_prompt_logprobs(Seq& s, const float* rows, int64_t begin, 
 
 bool EngineLoop::sample_from_top(Seq& s) {
   const EngineRequest& q = s.req;
-  if (!cfg_.sample_on_backend || !Sampler::top_decides(q.sampling)) return false;
+  if (!cfg_.sample_on_backend || vocab_ < kLogitsTop || !Sampler::top_decides(q.sampling))
+    return false;
   // The row's changes, in the order sample_and_emit makes them on a full row.
   s.adjust.clear();
   if (q.presence_penalty != 0.0f || q.frequency_penalty != 0.0f)

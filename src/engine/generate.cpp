@@ -134,7 +134,7 @@ GenerateResult generate(Model& model, std::span<const int32_t> prompt, const Gen
   // Sampling on the backend when its summary decides the token exactly (Sampler::top_decides):
   // each step downloads a LogitsTop, not the row; the EOS mask is applied there.
   Sampler sampler(opt.sampling);
-  const bool on_top = Sampler::top_decides(opt.sampling);
+  const bool on_top = vocab >= kLogitsTop && Sampler::top_decides(opt.sampling);
   LogitsTop top;
   std::vector<LogitAdjust> mask;
   if (opt.ignore_eos)
