@@ -175,7 +175,7 @@ int batch_decode(const Args& a, Model& model) {
       Model::SeqStep& st = steps[size_t(s)];
       st = {std::span<const int32_t>(&next[size_t(s)], 1), &caches[size_t(s)], LogitsMode::Last,
             logits.data() + s * mc.vocab_size};
-      if (!full_logits) {
+      if (!full_logits && mc.vocab_size >= kLogitsTop) {
         st.logits = nullptr;
         st.top = &tops[size_t(s)];
       }
