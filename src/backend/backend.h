@@ -191,6 +191,9 @@ class Backend {
   virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
   // Device-to-device copy with memmove semantics (the ranges may overlap).
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  // Waits until all queued work has finished (a device backend queues asynchronously; the CPU
+  // backend runs each op to completion). For timing a phase, not for correctness.
+  virtual void synchronize() {}
   // Bytes currently allocated through this backend (weights, caches, workspaces).
   virtual size_t allocated_bytes() const = 0;
   // The device memory this backend allocates from, as the device reports it now (the memory

@@ -61,6 +61,8 @@ size_t turboquant_bytes_per_token(const LayerShape& s, const quant::TqFormat& f)
 ConversionStats convert_cache(Backend& be, KvCache& cache, const LayerShape& shape,
                               const KvPolicy& policy) {
   if (policy.slice_tokens <= 0) fail("conversion slice must be positive");
+  // The conversion's own time: a device backend may still be running the prefill queued before.
+  be.synchronize();
   auto t0 = std::chrono::steady_clock::now();
   ConversionStats st;
   st.at_token = cache.n_tokens();
@@ -92,6 +94,7 @@ ConversionStats convert_cache(Backend& be, KvCache& cache, const LayerShape& sha
     cache.layers[li] = std::move(dst);
     ++st.layers;
   }
+  be.synchronize();
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return st;
 }

@@ -81,7 +81,8 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
-  void copy(void* dst, const void* src, size_t bytes) override;  // memmove (cuda_backend.cpp)
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }  // memmove (cuda_backend.cpp)
   size_t allocated_bytes() const override { return allocated_.load(); }
   MemoryCapacity memory_capacity() const override { return cuda_memory_capacity(device_); }
 

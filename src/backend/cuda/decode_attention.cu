@@ -11,15 +11,12 @@
 // replicated per lane in shared memory so lookups never conflict; the query is rotated once per
 // block and the output rotated back once per head in the merge.
 #include <cmath>
-#include <cstdlib>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/tq_cuda.h"
 
 namespace tq::cuda {
-
-int* merge_counters(size_t n);  // decode_tq128.cu: the fused merges' self-resetting counters
 
 namespace {
 
@@ -40,10 +37,6 @@ struct DecodeParams {
   const int32_t* lens;
   const DecodeSeqDesc* seqs;  // batched form: per-sequence pointers (then k .. lens unused)
   int n_head, G, n_split, n_sub;
-  // bf16, counters non-null: the last split block of each (sequence, kv head, subgroup) merges
-  // the splits into out (counters [B][n_head_kv * n_sub], zero between launches).
-  int* counters;
-  float* out;
   float qscale;  // softmax scale * log2(e)
   float cent[16];  // the shared K/V codebook
   uint32_t ksign_in[8], ksign_out[8];
@@ -68,42 +61,6 @@ struct Shape {
            size_t(2 * kWarps * 8) * 4;
   }
 };
-
-// The fused merge (bf16): every split block publishes its partials, the last one to arrive for
-// (sequence b, kv head, subgroup) combines all n_split of them as merge_kernel does and writes
-// the output rows; it then resets the counter for the next launch.
-template <int D>
-__device__ void merge_in_last_block(const DecodeParams& p, int b, int q_head0, int gn,
-                                    int64_t qrow) {
-  __shared__ int s_last;
-  __threadfence();
-  __syncthreads();
-  const int cidx = b * gridDim.y + blockIdx.y;
-  if (threadIdx.x == 0) s_last = atomicAdd(p.counters + cidx, 1) == p.n_split - 1;
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();  // the other blocks' partials are visible (they fenced before counting)
-  for (int i = threadIdx.x; i < gn * D; i += kThreads) {
-    const int g = i / D, c = i % D;
-    const int64_t row = int64_t(b) * p.n_head + q_head0 + g;
-    const float* ml = p.part_ml + row * p.n_split * 2;
-    const float* pa = p.part_acc + row * p.n_split * D + c;
-    float M = kNegInf;
-    for (int s = 0; s < p.n_split; ++s) M = fmaxf(M, ml[2 * s]);
-    float a = 0.0f, l = 0.0f;
-    if (M != kNegInf) {
-      for (int s = 0; s < p.n_split; ++s) {
-        const float m = ml[2 * s];
-        if (m == kNegInf) continue;
-        const float e = exp2f(m - M);
-        l += e * ml[2 * s + 1];
-        a += e * pa[int64_t(s) * D];
-      }
-    }
-    p.out[(qrow * p.n_head + q_head0 + g) * D + c] = l > 0.0f ? a / l : 0.0f;
-  }
-  if (threadIdx.x == 0) p.counters[cidx] = 0;
-}
 
 template <int D, bool TQ>
 __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const DecodeParams p) {
@@ -371,9 +328,6 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const DecodeParams 
       p.part_ml[slot * 2 + 1] = l;
     }
   }
-  if constexpr (!TQ) {
-    if (p.counters) merge_in_last_block<D>(p, b, q_head0, gn, qrow);
-  }
 }
 
 // out[b, h] = (sum_s acc_s 2^(m_s - M)) / (sum_s l_s 2^(m_s - M)), rotated back by R_v^T for TQ.
@@ -482,20 +436,12 @@ void launch(const DecodeAttnArgs& a, const AttnPlan& plan, cudaStream_t st) {
     configured = true;
   }
   dim3 grid(plan.n_split, a.n_head_kv * plan.n_sub, a.batch);
-  // bf16 merges inside the decode kernel (TQ_DECODE_MERGE_KERNEL=1: the separate merge kernel,
-  // a same-run baseline); TurboQuant d != 128 keeps the merge kernel (it also rotates back).
-  static const bool merge_kernel_env = [] {
-    const char* e = std::getenv("TQ_DECODE_MERGE_KERNEL");
-    return e && *e && std::atoi(e) != 0;
-  }();
-  const bool fused = !TQ && !merge_kernel_env;
-  if (fused) {
-    p.counters = merge_counters(size_t(a.batch) * grid.y);
-    p.out = a.out;
-  }
+  // Both with PDL: the merge's blocks wait in place, and the output projection after it may
+  // start prefetching its weights while the decode runs. (A merge fused into the decode
+  // kernel's last block measured 2.5 us per layer slower at batch 1: its fence / atomic / L2
+  // reads sit on the critical path behind that prefetch.)
   launch_pdl(decode_kernel<D, TQ>, grid, dim3(kThreads), smem, st, p);
   check_last_launch("decode_kernel");
-  if (fused) return;
   launch_pdl(merge_kernel<D, TQ>, dim3(a.batch * a.n_head), dim3(D), 0, st, mp);
   check_last_launch("merge_kernel");
 }

@@ -444,6 +444,25 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   if (tid == 0) p.counters[cidx] = 0;  // ready for the next launch
 }
 
+// Per-process counters for the fused merge (grown on demand, self-resetting). One launch at a
+// time may use them: concurrent decode launches on different streams are not supported.
+int* merge_counters(size_t n) {
+  static std::mutex mu;
+  static int* buf = nullptr;
+  static size_t cap = 0;
+  std::lock_guard<std::mutex> lock(mu);
+  if (n > cap) {
+    CUDA_CHECK(cudaDeviceSynchronize());
+    if (buf) CUDA_CHECK(cudaFree(buf));
+    const size_t want = std::max<size_t>(n, 4096);
+    CUDA_CHECK(cudaMalloc(&buf, want * sizeof(int)));
+    CUDA_CHECK(cudaMemset(buf, 0, want * sizeof(int)));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    cap = want;
+  }
+  return buf;
+}
+
 // v8 (32 tokens per warp per stage) by default; TQ_DECODE_TQ_V7=1 selects v7 (16), for same-run
 // comparisons. TQ_DECODE_PDL=1 launches with programmatic dependent launch.
 bool env_flag(const char* name) {
@@ -463,27 +482,6 @@ void configure(TqKernel k) {
 }
 
 }  // namespace
-
-// Per-process counters for the fused merges (grown on demand, self-resetting; also the dense
-// decode kernel's, decode_attention.cu). One launch at a time may use them: concurrent decode
-// launches on different streams are not supported.
-int* merge_counters(size_t n) {
-  static std::mutex mu;
-  static int* buf = nullptr;
-  static size_t cap = 0;
-  std::lock_guard<std::mutex> lock(mu);
-  if (n > cap) {
-    CUDA_CHECK(cudaDeviceSynchronize());
-    if (buf) CUDA_CHECK(cudaFree(buf));
-    const size_t want = std::max<size_t>(n, 4096);
-    CUDA_CHECK(cudaMalloc(&buf, want * sizeof(int)));
-    CUDA_CHECK(cudaMemset(buf, 0, want * sizeof(int)));
-    CUDA_CHECK(cudaDeviceSynchronize());
-    cap = want;
-  }
-  return buf;
-}
-
 
 int tq128_blocks_per_sm() {
   const TqKernel k = tq128_kernel_choice();

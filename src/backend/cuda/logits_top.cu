@@ -74,7 +74,7 @@ __device__ void bitonic_desc(unsigned long long* a, int n) {
     }
 }
 
-// kPrefilter (TQ_LOGITS_TOP=2): first the 64th best of the threads' own best keys, a lower bound
+// kPrefilter (the default; TQ_LOGITS_TOP=1 turns it off): first the 64th best of the threads' own best keys, a lower bound
 // of the row's 64th best key; the entries at or above it (few, for real logits) are collected
 // into shared memory and sorted there: two passes over the row. Rows with more such entries than
 // kCand (heavy ties, e.g. all -inf) take the radix select below, as without kPrefilter.
@@ -276,9 +276,10 @@ void LogitsTopWorkspace::run(float* logits, int64_t vocab, std::span<const TopRo
   std::memcpy(h + desc_at, rows.data(), rows.size_bytes());
   if (!adjust.empty()) std::memcpy(h + adj_at, adjust.data(), adjust.size_bytes());
   CUDA_CHECK(cudaMemcpyAsync(dv + desc_at, h + desc_at, in_bytes, cudaMemcpyHostToDevice, st));
-  // TQ_LOGITS_TOP=2 (read at every call): the prefilter kernel; otherwise radix select only.
+  // The prefilter kernel (55 us per row of 151,936 on the H200 against 331 us for radix select
+  // alone); TQ_LOGITS_TOP=1 (read at every call) selects radix select only, a baseline.
   const char* e = std::getenv("TQ_LOGITS_TOP");
-  auto kernel = e && std::string(e) == "2" ? logits_top_kernel<true> : logits_top_kernel<false>;
+  auto kernel = e && std::string(e) == "1" ? logits_top_kernel<false> : logits_top_kernel<true>;
   kernel<<<unsigned(rows.size()), kThreads, 0, st>>>(
       logits, vocab, reinterpret_cast<const TopRowDesc*>(dv + desc_at),
       reinterpret_cast<const TopAdjust*>(dv + adj_at), reinterpret_cast<TopSummary*>(dv));

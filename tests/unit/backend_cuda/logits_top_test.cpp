@@ -85,7 +85,7 @@ void check_case(Backend& be, int64_t vocab, int64_t n_rows, int iter) {
   }
 }
 
-// Both kernels: radix select only (TQ_LOGITS_TOP=1, the default) and the prefilter (=2).
+// Both kernels: radix select only (TQ_LOGITS_TOP=1) and the prefilter (=2, the default).
 class CudaLogitsTop : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override { setenv("TQ_LOGITS_TOP", GetParam(), 1); }
