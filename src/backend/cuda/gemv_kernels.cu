@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/ops_kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/tq_cuda.h"
 
 namespace tq::cuda {
@@ -201,8 +202,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, kStagedBlocksPerSm)
   // Programmatic dependent launch: the weights above are constants, so their loads may run
   // ahead of the previous kernel; every read of its outputs (and every write) comes after this
   // wait (a no-op without the launch attribute). Then the next GEMV may start its own blocks.
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  pdl_enter();
   const float4* xv = reinterpret_cast<const float4*>(x);
   auto put = [&](int64_t i, float4 v) { xs[(i & 1) * n8 + (i >> 1)] = v; };
   if constexpr (kIn == GemvIn::Norm) {
@@ -382,24 +382,10 @@ void launch_staged(const GemvArgs& a, const float* x, const float* x2, int64_t K
   } else if (pick_groups > pick_res && pick_fill >= 0.9) {
     grid = pick_res;
   }
-  // With programmatic stream serialization (TQ_GEMV_PDL=0 turns it off) the launch may begin
-  // while the previous kernel finishes: the blocks prefetch weights, then wait (see the kernel).
-  static const bool pdl = env_int("TQ_GEMV_PDL", 1) != 0;
-  if (pdl) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(unsigned(grid));
-    cfg.blockDim = dim3(kGemvWarps * 32);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = st;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    if (cudaLaunchKernelEx(&cfg, kernels[pick], a, x, x2, K, accumulate) == cudaSuccess) return;
-    (void)cudaGetLastError();  // not supported here: a plain launch (its errors are reported)
-  }
-  kernels[pick]<<<unsigned(grid), kGemvWarps * 32, smem, st>>>(a, x, x2, K, accumulate);
+  // With programmatic dependent launch (TQ_GEMV_PDL=0 turns it off) the launch may begin while
+  // the previous kernel finishes: the blocks prefetch weights, then wait (see the kernel).
+  launch_pdl(kernels[pick], dim3(unsigned(grid)), dim3(kGemvWarps * 32), smem, st, a, x, x2, K,
+             accumulate);
 }
 
 }  // namespace
