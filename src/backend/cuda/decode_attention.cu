@@ -75,9 +75,10 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const DecodeParams 
   float* wl = wm + kWarps * 8;
 
   // Launched with PDL: q, the cache's new rows and the lengths come from the previous kernels.
-  // The merge (and after it the output projection's weight loads) may start once every block
-  // is here.
-  pdl_enter();
+  // The merge may launch as soon as every block is here (released before the wait, so that the
+  // output projection after it starts prefetching its weights during the attention).
+  pdl_release();
+  pdl_wait();
   const int split = blockIdx.x, hk = blockIdx.y / p.n_sub, sub = blockIdx.y % p.n_sub;
   const int b = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gid = lane >> 2, tig = lane & 3;
@@ -346,7 +347,8 @@ __global__ void __launch_bounds__(D) merge_kernel(const MergeParams p) {
   __shared__ float red[2];
   const int64_t row = blockIdx.x;  // b * n_head + h
   const int c = threadIdx.x;
-  pdl_enter();
+  pdl_release();  // the output projection's blocks may start their weight prefetch now
+  pdl_wait();
   const float* ml = p.part_ml + row * p.n_split * 2;
   if (c == 0) {
     float M = kNegInf, l = 0.0f;
