@@ -17,7 +17,6 @@
 #include "backend/cuda/tq_cuda.h"
 
 namespace tq::cuda {
-
 namespace {
 
 constexpr int kWarps = 4;
