@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "common/fixtures.h"
@@ -45,17 +46,23 @@ std::optional<std::string> node_unavailable() {
   if (!on_path("node") || !on_path("npm"))
     return std::string("node and npm are needed to run the openai npm client: skipping");
   const fs::path dir = js_dir();
-  if (fs::exists(dir / "node_modules" / "openai" / "package.json")) return std::nullopt;
+  // Written after a complete install: another test's install in progress has already written
+  // node_modules/openai/package.json but not yet every module file.
+  const fs::path done = dir / "node_modules" / ".tq-install-complete";
+  if (fs::exists(done)) return std::nullopt;
   // Install once, under a lock: ctest runs these tests in parallel.
   const std::string lock = (dir / ".npm-install.lock").string();
   int fd = open(lock.c_str(), O_CREAT | O_RDWR, 0644);
   if (fd >= 0) flock(fd, LOCK_EX);
-  if (!fs::exists(dir / "node_modules" / "openai" / "package.json")) {
+  if (!fs::exists(done)) {
     const std::string how = fs::exists(dir / "package-lock.json") ? "ci" : "install";
     std::string cmd = "cd '" + dir.string() + "' && npm " + how +
                       " --no-audit --no-fund --loglevel=error >npm-install.log 2>&1";
     int rc = std::system(cmd.c_str());
-    if (rc != 0) ADD_FAILURE() << "npm " << how << " failed in " << dir << ":\n" << read_text((dir / "npm-install.log").string());
+    if (rc != 0)
+      ADD_FAILURE() << "npm " << how << " failed in " << dir << ":\n" << read_text((dir / "npm-install.log").string());
+    else
+      std::ofstream(done) << "npm " << how << "\n";
   }
   if (fd >= 0) {
     flock(fd, LOCK_UN);
