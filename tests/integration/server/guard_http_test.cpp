@@ -67,6 +67,20 @@ class GuardHttp : public TinyNeedleTest {
             "--mem-soft", "0.9", "--kv-slice", "1024", "--prefill-chunk", "256", "--prefix-block", "256"};
   }
 
+  // A fresh server with `base` and a limit of rss + headroom_mib at the hard threshold (0.95),
+  // warmed up (its step buffers exist, as on the server rss was measured on). The limit goes to
+  // *limit. Null (with a failure) when it did not start or answer.
+  std::unique_ptr<Serve> start_tight(const std::vector<std::string>& base, double rss,
+                                     int headroom_mib, uint64_t* limit) {
+    *limit = uint64_t((rss + double(headroom_mib * kMiB)) / 0.95);
+    auto a = base;
+    a.insert(a.end(), {"--mem-limit", std::to_string(*limit), "--mem-hard", "0.95", "--mem-soft", "0.9"});
+    auto s = std::make_unique<Serve>(a);
+    EXPECT_TRUE(s->started()) << s->log();
+    if (!s->started() || text_of(complete(*s, "tiny", warm_, 2)).empty()) return nullptr;
+    return s;
+  }
+
   std::vector<int32_t> start_, other_, pool_, warm_;
   int64_t answer_n_ = 0;
 };
@@ -151,13 +165,9 @@ TEST_F(GuardHttp, APreflightThatFitsOnceIdleBlocksAreEvictedEvictsThem) {
   std::optional<httplib::Result> answered;
   double idle = 0, evicted = 0;
   for (int headroom : {50, 44, 38}) {
-    limit = uint64_t((rss + double(headroom * kMiB)) / 0.95);
-    auto a = base;
-    a.insert(a.end(), {"--mem-limit", std::to_string(limit), "--mem-hard", "0.95", "--mem-soft", "0.9"});
-    srv_ptr = std::make_unique<Serve>(a);
+    srv_ptr = start_tight(base, rss, headroom, &limit);
+    ASSERT_TRUE(srv_ptr);
     Serve& s = *srv_ptr;
-    ASSERT_TRUE(s.started()) << s.log();
-    ASSERT_FALSE(text_of(complete(s, "tiny", warm_, 2)).empty());
     for (size_t at : {0, 512, 1024, 1536}) {  // 2 blocks each; 6 MiB of KV, 6 MiB of workspace
       const std::vector<int32_t> earlier(pool_.begin() + at, pool_.begin() + at + 512);
       auto e = post(s, "/v1/completions", {{"model", "tiny"}, {"prompt", earlier}, {"max_tokens", 0}, {"echo", true}});
@@ -235,13 +245,9 @@ TEST_F(GuardHttp, ARetryAfterAMidPrefillRejectionDoesNotReplayItsRestoredPrefix)
   const std::string tiny = "model=\"tiny\"";
   double restored0 = 0;
   for (int headroom : {74, 66, 58}) {
-    limit = uint64_t((rss_loaded + double(headroom * kMiB)) / 0.95);
-    auto a = base;
-    a.insert(a.end(), {"--mem-limit", std::to_string(limit), "--mem-hard", "0.95", "--mem-soft", "0.9"});
-    srv_ptr = std::make_unique<Serve>(a);
+    srv_ptr = start_tight(base, rss_loaded, headroom, &limit);
+    ASSERT_TRUE(srv_ptr);
     Serve& s = *srv_ptr;
-    ASSERT_TRUE(s.started()) << s.log();
-    ASSERT_FALSE(text_of(complete(s, "tiny", warm_, 2)).empty());
     for (const char* op : {"load", "pin"}) {
       auto r = post(s, std::string("/admin/api/models/ballast/") + op, json::object());
       ASSERT_TRUE(r && r->status == 200) << op << ": " << (r ? r->body : "no response");
