@@ -182,9 +182,11 @@ void launch_swiglu_bf16(const float* gate, const float* up, void* out_bf16, int6
   check_last_launch("swiglu_bf16");
 }
 
-void launch_qk_norm_rope(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,
-                         int64_t head_dim, const float* q_w, const float* k_w, float eps,
-                         int64_t pos0, const float* inv_freq, Stream stream) {
+namespace {
+// Both forms: positions pos0 + t, or pos[row] when pos is non-null.
+void qk_norm_rope_any(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,
+                      int64_t head_dim, const float* q_w, const float* k_w, float eps,
+                      int64_t pos0, const int32_t* pos, const float* inv_freq, Stream stream) {
   const int64_t rows = T * (n_head + n_head_kv);
   if (rows <= 0) return;
   if (head_dim % 2 != 0 || head_dim > 2048)
@@ -192,23 +194,22 @@ void launch_qk_norm_rope(float* q, float* k, int64_t T, int64_t n_head, int64_t 
   const int threads = int((head_dim / 2 + 31) / 32 * 32);
   launch_pdl(qk_norm_rope_kernel, dim3(unsigned(rows)), dim3(unsigned(threads)), 0,
              as_stream(stream), q, k, n_head, n_head_kv, T * n_head, head_dim, q_w, k_w, eps, pos0,
-             inv_freq,
-             static_cast<const int32_t*>(nullptr));
+             inv_freq, pos);
   check_last_launch("qk_norm_rope");
+}
+}  // namespace
+
+void launch_qk_norm_rope(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,
+                         int64_t head_dim, const float* q_w, const float* k_w, float eps,
+                         int64_t pos0, const float* inv_freq, Stream stream) {
+  qk_norm_rope_any(q, k, T, n_head, n_head_kv, head_dim, q_w, k_w, eps, pos0, nullptr, inv_freq,
+                   stream);
 }
 
 void launch_qk_norm_rope_rows(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,
                               int64_t head_dim, const float* q_w, const float* k_w, float eps,
                               const int32_t* pos, const float* inv_freq, Stream stream) {
-  const int64_t rows = T * (n_head + n_head_kv);
-  if (rows <= 0) return;
-  if (head_dim % 2 != 0 || head_dim > 2048)
-    raise("qk_norm_rope: head_dim " + std::to_string(head_dim) + " is not supported");
-  const int threads = int((head_dim / 2 + 31) / 32 * 32);
-  launch_pdl(qk_norm_rope_kernel, dim3(unsigned(rows)), dim3(unsigned(threads)), 0,
-             as_stream(stream), q, k, n_head, n_head_kv, T * n_head, head_dim, q_w, k_w, eps,
-             int64_t(0), inv_freq, pos);
-  check_last_launch("qk_norm_rope_rows");
+  qk_norm_rope_any(q, k, T, n_head, n_head_kv, head_dim, q_w, k_w, eps, 0, pos, inv_freq, stream);
 }
 
 void launch_kv_append_batch(const DecodeSeqDesc* seqs, int n_seq, const float* k, const float* v,
