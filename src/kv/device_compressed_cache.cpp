@@ -179,11 +179,7 @@ void DeviceCompressedCache::append_and_attend(Backend& be, const float* q, const
 bool DeviceCompressedCache::decode_view(Backend& be, const float* k, const float* v,
                                         DecodeSeq& out) {
   write(k, v, 1);
-  out = DecodeSeq{};
-  out.tq = store();
-  out.rows = rows();
-  out.n_rec = n_ - held_;
-  out.n_exact = held_;
+  out = decode_seq();
   return true;
 }
 
@@ -201,12 +197,17 @@ bool DeviceCompressedCache::decode_reserve(Backend&, KvAppend& append, DecodeSeq
     held_ += 1;
   }
   n_ += 1;
-  out = DecodeSeq{};
-  out.tq = store();
-  out.rows = rows();
-  out.n_rec = n_ - held_;
-  out.n_exact = held_;
+  out = decode_seq();
   return true;
+}
+
+DecodeSeq DeviceCompressedCache::decode_seq() const {
+  DecodeSeq d;
+  d.tq = store();
+  d.rows = rows();
+  d.n_rec = n_ - held_;
+  d.n_exact = held_;
+  return d;
 }
 
 // Block bytes (format_id "device-compressed ..."): held (i64); key codes [n_head_kv][n][code

@@ -49,6 +49,7 @@ class DeviceCompressedCache final : public LayerCache {
  private:
   TqStore store() const;
   TqRows rows() const;  // the window's first held row at slot 0
+  DecodeSeq decode_seq() const;  // this cache as one sequence of a batched decode
   void ensure_window(int64_t rows);  // room for `rows` window rows from start_
   void trim();                       // keep the last recent_ rows
   void rehome_window(int64_t cap);   // the held rows to row 0 of a new buffer of cap rows
