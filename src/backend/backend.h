@@ -297,6 +297,16 @@ class Backend {
       }
     }
   }
+  // qk_norm_rope_rows, then kv_append_batch(appends, k, v) of the normed, rotated keys: one
+  // call, so that a device backend can do both in one launch (CUDA: one one-token sequence).
+  virtual void qk_norm_rope_append(float* q, float* k, const float* v, int64_t T, int64_t n_head,
+                                   int64_t n_head_kv, int64_t head_dim, const Weight* q_norm,
+                                   const Weight* k_norm, float eps, std::span<const int64_t> pos,
+                                   std::span<const float> inv_freq,
+                                   std::span<const KvAppend> appends) {
+    qk_norm_rope_rows(q, k, T, n_head, n_head_kv, head_dim, q_norm, k_norm, eps, pos, inv_freq);
+    kv_append_batch(appends, k, v);
+  }
   // Decode attention of several sequences at once (one query each, every key visible):
   // out[s.row] = attention of q[s.row] over sequence s. The base version makes the
   // per-sequence attention() / tq_attention() calls the caches' append_and_attend makes; a

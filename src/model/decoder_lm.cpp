@@ -108,7 +108,7 @@ class DecoderLm final : public Model {
     }();
     n_decode_ = 0;
     for (const SeqStep& st : steps) n_decode_ += batch_decode && st.ids.size() == 1;
-    const bool rows_op = batch_append && n_decode_ >= 2;
+    const bool rows_op = batch_append && n_decode_ >= 1;
     if (rows_op) {
       pos_rows_.clear();
       for (size_t si = 0; si < steps.size(); ++si)
@@ -123,23 +123,40 @@ class DecoderLm final : public Model {
       be.norm_linear(x, T, L.input_norm, eps, h, qkv, qkv_out,
                      c.attention_bias ? std::span<const Weight* const>(qkv_bias)
                                       : std::span<const Weight* const>());
-      // Attention: with two or more one-token steps, those whose caches can describe themselves
-      // (decode_view) share one Backend::decode_attention_batch call; the others (prefill chunks,
-      // rotating / recurrent / host-compressed layers) attend one by one.
-      // With rows_op: one q/k RoPE call over all rows (per-row positions); the one-token rows'
-      // caches first describe where their token goes (decode_reserve), one kv_append_batch
-      // stores them all, then the attention.
-      int64_t row = 0;
+      // Attention. With rows_op: the one-token rows' caches first describe where their token
+      // goes (decode_reserve); one qk_norm_rope_append call rotates q/k of every row and stores
+      // those tokens (one launch at batch 1); their attention is one decode_attention_batch call.
+      // Otherwise, with two or more one-token steps, those whose caches can describe themselves
+      // (decode_view) share that call. The others (prefill chunks, rotating / recurrent /
+      // host-compressed layers) attend one by one.
       batch_.clear();
       batch_caches_.clear();
       appends_.clear();
-      if (rows_op)
-        be.qk_norm_rope_rows(q, k, T, c.n_head, c.n_head_kv, c.head_dim,
-                             c.qk_norm ? &L.q_norm : nullptr, c.qk_norm ? &L.k_norm : nullptr,
-                             eps, pos_rows_, inv_freq_);
+      reserved_.assign(steps.size(), 0);
+      if (rows_op) {
+        for (size_t si = 0, row = 0; si < steps.size(); row += steps[si].ids.size(), ++si) {
+          DecodeSeq view;
+          KvAppend app;
+          LayerCache& lc = *steps[si].cache->layers[size_t(li)];
+          if (steps[si].ids.size() != 1 || !lc.decode_reserve(be, app, view)) continue;
+          app.row = view.row = int64_t(row);
+          appends_.push_back(app);
+          batch_.push_back(view);
+          batch_caches_.push_back(&lc);
+          reserved_[si] = 1;
+        }
+        be.qk_norm_rope_append(q, k, v, T, c.n_head, c.n_head_kv, c.head_dim,
+                               c.qk_norm ? &L.q_norm : nullptr, c.qk_norm ? &L.k_norm : nullptr,
+                               eps, pos_rows_, inv_freq_, appends_);
+      }
+      int64_t row = 0;
       for (size_t si = 0; si < steps.size(); ++si) {
         const SeqStep& st = steps[si];
         const int64_t n = int64_t(st.ids.size()), pos0 = pos0_[si];
+        if (reserved_[si]) {  // stored above; attends in decode_attention_batch below
+          row += n;
+          continue;
+        }
         float *qs = q + row * c.q_dim(), *ks = k + row * c.kv_dim(), *vs = v + row * c.kv_dim();
         if (!rows_op)
           be.qk_norm_rope(qs, ks, n, c.n_head, c.n_head_kv, c.head_dim,
@@ -147,14 +164,7 @@ class DecoderLm final : public Model {
                           pos0, inv_freq_);
         LayerCache& lc = *st.cache->layers[size_t(li)];
         DecodeSeq view;
-        KvAppend app;
-        if (n == 1 && rows_op && lc.decode_reserve(be, app, view)) {
-          app.row = row;
-          appends_.push_back(app);
-          view.row = row;
-          batch_.push_back(view);
-          batch_caches_.push_back(&lc);
-        } else if (n == 1 && n_decode_ >= 2 && lc.decode_view(be, ks, vs, view)) {
+        if (n == 1 && n_decode_ >= 2 && lc.decode_view(be, ks, vs, view)) {
           view.row = row;
           batch_.push_back(view);
           batch_caches_.push_back(&lc);
@@ -163,7 +173,6 @@ class DecoderLm final : public Model {
         }
         row += n;
       }
-      if (!appends_.empty()) be.kv_append_batch(appends_, k, v);
       if (!batch_.empty()) {
         be.decode_attention_batch(batch_, q, attn, c.n_head, scale);
         for (LayerCache* lc : batch_caches_) lc->finish_decode(be);
@@ -200,6 +209,7 @@ class DecoderLm final : public Model {
   std::vector<DecodeSeq> batch_;       // this layer's batched decode sequences
   std::vector<LayerCache*> batch_caches_;
   std::vector<KvAppend> appends_;      // this layer's batched appends (decode_reserve)
+  std::vector<char> reserved_;         // per sequence: its token was stored by qk_norm_rope_append
   std::vector<int64_t> pos_rows_;      // per row of the step: its position (qk_norm_rope_rows)
   Weight embed_, norm_, lm_head_;
   std::vector<LayerWeights> layers_;

@@ -61,6 +61,16 @@ const float* CudaBackend::inv_freq_dev(std::span<const float> inv_freq) {
   return static_cast<const float*>(inv_freq_dev_);
 }
 
+const int32_t* CudaBackend::iota_upto(int64_t n) {
+  TQ_CHECK(n >= 0 && n <= INT32_MAX);
+  const size_t need = size_t(n + 1) * sizeof(int32_t);
+  if (need > iota_cap_) {
+    ensure(iota_dev_, iota_cap_, std::max<size_t>(need, size_t(1) << 18));
+    cuda::launch_iota(static_cast<int32_t*>(iota_dev_), int64_t(iota_cap_ / 4), stream_);
+  }
+  return static_cast<const int32_t*>(iota_dev_);
+}
+
 void CudaBackend::attention(const AttentionArgs& a) {
   if (a.T <= 0) return;
   if (a.kv_dtype != DType::F32 && a.kv_dtype != DType::BF16)
@@ -82,11 +92,7 @@ void CudaBackend::attention(const AttentionArgs& a) {
   switch (plan.kernel) {
     case cuda::AttnKernel::DecodeSplitK: {
       // Lengths come from the iota table (lens = iota + L): nothing is uploaded per token.
-      const size_t need = size_t(a.L + 1) * sizeof(int32_t);
-      if (need > iota_cap_) {
-        ensure(iota_dev_, iota_cap_, std::max<size_t>(need, size_t(1) << 18));
-        cuda::launch_iota(static_cast<int32_t*>(iota_dev_), int64_t(iota_cap_ / 4), stream_);
-      }
+      const int32_t* iota = iota_upto(a.L);
       ensure(dec_ws_, dec_ws_cap_,
              cuda::decode_attention_workspace(plan, 1, int(a.n_head), int(a.head_dim)));
       cuda::DecodeAttnArgs d;
@@ -97,7 +103,7 @@ void CudaBackend::attention(const AttentionArgs& a) {
       d.v = a.v;
       d.head_stride = head_stride;
       d.seq_stride = head_stride * a.n_head_kv;
-      d.lens = static_cast<const int32_t*>(iota_dev_) + a.L;
+      d.lens = iota + a.L;
       d.batch = 1;
       d.n_head = int(a.n_head);
       d.n_head_kv = int(a.n_head_kv);

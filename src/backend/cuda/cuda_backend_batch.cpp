@@ -4,6 +4,7 @@
 // cuda::DecodeSeqDesc (its own allocation, capacity, lengths, exact tail) in a table staged in a
 // pinned ring and uploaded with one async copy per launch. Nothing is allocated per step.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -122,6 +123,63 @@ void CudaBackend::qk_norm_rope_rows(float* q, float* k, int64_t T, int64_t n_hea
                                  inv_freq_dev(inv_freq), stream_);
 }
 
+void CudaBackend::qk_norm_rope_append(float* q, float* k, const float* v, int64_t T,
+                                      int64_t n_head, int64_t n_head_kv, int64_t head_dim,
+                                      const Weight* q_norm, const Weight* k_norm, float eps,
+                                      std::span<const int64_t> pos,
+                                      std::span<const float> inv_freq,
+                                      std::span<const KvAppend> appends) {
+  static const bool fused = [] {
+    const char* e = std::getenv("TQ_FUSED_APPEND");
+    return !(e && *e && std::atoi(e) == 0);
+  }();
+  const KvAppend* a = appends.size() == 1 ? &appends[0] : nullptr;
+  const bool dense = a && a->kv.k && a->kv.dtype == DType::BF16 &&
+                     a->kv.n_head_kv == n_head_kv && a->kv.head_dim == head_dim;
+  const bool tq = a && !a->kv.k && a->tq.k_codes && a->tq.head_dim == 128 && head_dim == 128 &&
+                  a->tq.n_head_kv == n_head_kv;
+  if (!fused || T != 1 || !a || a->row != 0 || !(dense || tq) ||
+      int64_t(pos.size()) != 1 || int64_t(inv_freq.size()) != head_dim / 2)
+    return Backend::qk_norm_rope_append(q, k, v, T, n_head, n_head_kv, head_dim, q_norm, k_norm,
+                                        eps, pos, inv_freq, appends);
+  for (const Weight* w : {q_norm, k_norm})
+    TQ_CHECK(!w || (w->dtype == DType::F32 && w->cols == head_dim));
+  cuda::DecodeSeqDesc d;
+  TQ_CHECK(a->at >= 0 && a->at <= INT32_MAX);
+  d.len = int32_t(a->at);
+  cuda::TqCodecDev kc, vc;
+  if (dense) {
+    TQ_CHECK(a->at < a->kv.cap);
+    d.k = a->kv.k;
+    d.v = a->kv.v;
+    d.head_stride = a->kv.cap;
+  } else {
+    const TqStore& st = a->tq;
+    TQ_CHECK(st.k_codec && st.v_codec && a->at < st.cap);
+    TQ_CHECK(!a->rows.k || (a->rows.v && a->rows_at >= 0 && a->rows_at < a->rows.cap &&
+                            a->rows_at <= INT32_MAX));
+    kc = tq_codec(*st.k_codec);
+    vc = tq_codec(*st.v_codec);
+    TQ_CHECK(kc.head_dim == 128 && vc.head_dim == 128);
+    d.k = st.k_codes;
+    d.v = st.v_codes;
+    d.k_scale = st.k_scale;
+    d.v_scale = st.v_scale;
+    d.head_stride = st.cap;
+    if (a->rows.k) {
+      d.k_tail = a->rows.k;
+      d.v_tail = a->rows.v;
+      d.tail_head_stride = a->rows.cap;
+      d.tail_len = int32_t(a->rows_at);
+    }
+  }
+  cuda::launch_qk_norm_rope_append(q, k, v, 1, n_head, n_head_kv, head_dim,
+                                   q_norm ? q_norm->buf.f32() : nullptr,
+                                   k_norm ? k_norm->buf.f32() : nullptr, eps, pos[0],
+                                   inv_freq_dev(inv_freq), d, dense ? nullptr : &kc,
+                                   dense ? nullptr : &vc, stream_);
+}
+
 // Dense bf16 appends of one shape in one launch, TurboQuant head_dim-128 appends of one shape
 // and codec pair in another (the same encode as tq_write); the rest through the base version.
 void CudaBackend::kv_append_batch(std::span<const KvAppend> seqs, const float* k,
@@ -195,6 +253,8 @@ void CudaBackend::kv_append_batch(std::span<const KvAppend> seqs, const float* k
 void CudaBackend::decode_attention_batch(std::span<const DecodeSeq> seqs, const float* q,
                                          float* out, int64_t n_head, float scale) {
   if (seqs.empty()) return;
+  // One sequence: the single-sequence kernels (lengths from the iota table), nothing uploaded.
+  if (seqs.size() == 1) return Backend::decode_attention_batch(seqs, q, out, n_head, scale);
   // Partition: dense bf16 sequences of the first dense one's shape; TurboQuant ones of the first
   // one's shape and codecs that meet the head_dim-128 kernel's alignment; the rest (other
   // shapes, f32 K/V) go through the per-sequence ops.
@@ -204,6 +264,7 @@ void CudaBackend::decode_attention_batch(std::span<const DecodeSeq> seqs, const 
   const DecodeSeq* t0 = nullptr;
   int64_t dense_max = 0, tq_max = 0;
   bool tq_tail = false;
+  int64_t tq_tail_max = 0;  // longest exact tail (rows)
   for (const DecodeSeq& s : seqs) {
     TQ_CHECK(s.row >= 0 && s.row <= INT32_MAX);
     if (s.kv.k) {
@@ -252,6 +313,7 @@ void CudaBackend::decode_attention_batch(std::span<const DecodeSeq> seqs, const 
         d.tail_head_stride = s.rows.cap;
         d.tail_len = int32_t(s.n_exact);
         tq_tail = true;
+        tq_tail_max = std::max(tq_tail_max, s.n_exact);
       }
       tqd.push_back(d);
       tq_max = std::max(tq_max, s.n_rec);
@@ -270,6 +332,7 @@ void CudaBackend::decode_attention_batch(std::span<const DecodeSeq> seqs, const 
     sh.max_len = max_len;
     sh.format = tq ? cuda::KvFormat::TurboQuant : cuda::KvFormat::BF16;
     sh.exact_tail = tail;
+    sh.tail_rows = tail ? tq_tail_max : 0;
     return std::make_pair(sh, cuda::choose_attention(info_, sh));
   };
   size_t ws = 0;

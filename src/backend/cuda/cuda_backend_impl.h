@@ -180,6 +180,13 @@ class CudaBackend final : public Backend {
                          int64_t head_dim, const Weight* q_norm, const Weight* k_norm, float eps,
                          std::span<const int64_t> pos, std::span<const float> inv_freq) override;
   void kv_append_batch(std::span<const KvAppend> seqs, const float* k, const float* v) override;
+  // One one-token sequence (bf16 or TurboQuant store): RoPE and append in one launch, nothing
+  // uploaded; otherwise the two calls above. TQ_FUSED_APPEND=0: always the two calls.
+  void qk_norm_rope_append(float* q, float* k, const float* v, int64_t T, int64_t n_head,
+                           int64_t n_head_kv, int64_t head_dim, const Weight* q_norm,
+                           const Weight* k_norm, float eps, std::span<const int64_t> pos,
+                           std::span<const float> inv_freq,
+                           std::span<const KvAppend> appends) override;
   // Sampling summaries on the device (logits_top.cu): one launch, one small download.
   void logits_top(float* logits, int64_t vocab, std::span<const LogitsTopRow> rows,
                   LogitsTop* out) override {
@@ -270,6 +277,9 @@ class CudaBackend final : public Backend {
   std::vector<float> inv_freq_host_;
   // The device copy of RoPE's inv_freq, uploaded when it changes (once per model).
   const float* inv_freq_dev(std::span<const float> inv_freq);
+  // The iota table (entry i holds i) with entries 0..n at least: a split-K decode reads a length
+  // L as lens = iota + L, so nothing is uploaded per token.
+  const int32_t* iota_upto(int64_t n);
   // Engine-path buffers (cuda_backend.cpp), grown rarely, never per token: pinned staging of
   // embedding ids (reused once the event says the last upload from it finished); iota table
   // (split-K decode reads a length L as lens = iota + L); split-K workspace; memmove staging.
@@ -302,7 +312,7 @@ class CudaBackend final : public Backend {
   void tq_grow(TqMem& m, size_t bytes);  // ensure() that counts the growth in allocated_bytes()
   mutable std::mutex tq_mu_;
   mutable std::vector<std::pair<quant::CodecConfig, cuda::TqCodecDev>> tq_codecs_;
-  TqMem tq_lens_, tq_ws_, tq_scratch_;
+  TqMem tq_ws_, tq_scratch_;
 
   // Batched decode (cuda_backend_batch.cpp): pinned descriptor staging, device tables, workspace.
   struct BatchMem;

@@ -81,6 +81,7 @@ void CudaBackend::tq_decode(const TqAttentionArgs& a, const cuda::TqCodecDev& kc
   s.max_len = a.n_rec;
   s.format = cuda::KvFormat::TurboQuant;
   s.exact_tail = a.n_exact > 0;
+  s.tail_rows = a.n_exact;
   const cuda::AttnPlan plan = cuda::choose_attention(info_, s);
   if (plan.kernel != cuda::AttnKernel::DecodeSplitK)
     fail("CUDA tq_attention: no decode kernel for this shape ({})", cuda::attn_kernel_name(plan.kernel));
@@ -88,13 +89,12 @@ void CudaBackend::tq_decode(const TqAttentionArgs& a, const cuda::TqCodecDev& kc
   // decode step, so later steps (growing contexts) allocate nothing.
   cuda::AttnShape longest = s;
   longest.max_len = int64_t(1) << 40;
-  longest.exact_tail = false;  // a tail split takes one slot: without one there are more
+  longest.exact_tail = false;
   const cuda::AttnPlan most = cuda::choose_attention(info_, longest);
-  tq_grow(tq_lens_, 2 * sizeof(int32_t));
   const cuda::AttnPlan& big = most.n_split > plan.n_split ? most : plan;
   tq_grow(tq_ws_, cuda::decode_attention_workspace(big, 1, int(a.n_head), int(st.head_dim)));
-  auto* lens = static_cast<int32_t*>(tq_lens_.p);
-  cuda::set_i32_pair(lens, int32_t(a.n_rec), int32_t(a.n_exact), stream_);
+  // Both lengths from the iota table: nothing is uploaded or set per token.
+  const int32_t* iota = iota_upto(std::max(a.n_rec, a.n_exact));
   cuda::DecodeAttnArgs d;
   d.q = a.q;
   d.out = a.out;
@@ -105,7 +105,7 @@ void CudaBackend::tq_decode(const TqAttentionArgs& a, const cuda::TqCodecDev& kc
   d.v_scale = st.v_scale;
   d.seq_stride = st.n_head_kv * st.cap;
   d.head_stride = st.cap;
-  d.lens = lens;
+  d.lens = iota + a.n_rec;
   d.batch = 1;
   d.n_head = int(a.n_head);
   d.n_head_kv = int(st.n_head_kv);
@@ -119,7 +119,7 @@ void CudaBackend::tq_decode(const TqAttentionArgs& a, const cuda::TqCodecDev& kc
     d.v_tail = a.rows.v;
     d.tail_seq_stride = st.n_head_kv * a.rows.cap;
     d.tail_head_stride = a.rows.cap;
-    d.tail_lens = lens + 1;
+    d.tail_lens = iota + a.n_exact;
   }
   cuda::decode_attention(d, plan, stream_);
 }

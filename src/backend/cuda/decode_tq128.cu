@@ -1,14 +1,16 @@
 // Fast TurboQuant 4-bit decode attention for head_dim 128: split-K over the context with codes
 // and scales staged in shared memory by a 5-deep pipeline of bulk copies (one thread, mbarrier),
-// tensor-core scores and PV on table-decoded codes, an optional exact tail (rotated f32 rows) as
-// one more split, and the cross-split merge + inverse V rotation fused into the last block of
-// each (sequence, kv head).
+// tensor-core scores and PV on table-decoded codes, an optional exact tail (rotated f32 rows)
+// whose 32-row chunks the split blocks take after their codes, and the cross-split merge +
+// inverse V rotation fused into the last block of each (sequence, kv head).
 //
 // Versions (bench/results/cuda-notes.md): v4 bulk copies + mbarrier, table lookups by PRMT + LDS;
 // v7 one block of 12 warps per SM sharing the 64 KB table, 192-token stages (6 slots of 25 KB,
 // 5 in flight), token columns permuted (pi(j) = j ^ ((j >> 1) & 1)); v8 32 tokens per warp per
 // stage (warp groups take alternate stages), PV operands by nibble interleave; v9 conflict-free
-// query fragments and partial sums, rotations in registers, the merge without block barriers.
+// query fragments and partial sums, rotations in registers, the merge without block barriers;
+// v10 the exact tail folded into the split blocks (was one more block per (sequence, kv head):
+// slow alone at batch 1, a second wave at batch 8).
 #include <cmath>
 #include <cstdlib>
 #include <mutex>
@@ -41,23 +43,20 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   const int b = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gid = lane >> 2, tig = lane & 3;
   const int g0 = sub * 8, gn = min(8, p.G - g0);
-  const bool is_tail = split >= p.n_split;
   if (p.mode == 3) return;  // probe: launch cost only
   // Shared-memory-only prologue first: with programmatic dependent launch it overlaps the end of
   // the previous kernel; griddepcontrol.wait then orders every global read after it (a no-op
   // without PDL). Warp 0 leaves the table to the others and goes on to the stage loads.
-  if (!is_tail) {
-    if (tid == 0) {
-      for (int i = 0; i < kStages; ++i) mbar_init(&full[i], 1), released[i] = 0;
-      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    // Table: 32 copies of each entry, 16 bytes per store.
-    for (int i = tid - 32; i < 256 * 8; i += kThreads - 32) {
-      if (i < 0) break;
-      const int e = i >> 3;
-      const uint32_t h = pack_half2(p.cent[e & 15], p.cent[e >> 4]);
-      reinterpret_cast<uint4*>(smem + e * kLutStride)[i & 7] = make_uint4(h, h, h, h);
-    }
+  if (tid == 0) {
+    for (int i = 0; i < kStages; ++i) mbar_init(&full[i], 1), released[i] = 0;
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  // Table: 32 copies of each entry, 16 bytes per store.
+  for (int i = tid - 32; i < 256 * 8; i += kThreads - 32) {
+    if (i < 0) break;
+    const int e = i >> 3;
+    const uint32_t h = pack_half2(p.cent[e & 15], p.cent[e >> 4]);
+    reinterpret_cast<uint4*>(smem + e * kLutStride)[i & 7] = make_uint4(h, h, h, h);
   }
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   // Sequence b's storage: its descriptor (batched form) or b * seq_stride into the arrays.
@@ -83,14 +82,14 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
     tail_head_stride = d.tail_head_stride;
     qrow = d.row;
     L = d.len;
-    if (is_tail && d.k_tail) TL = d.tail_len;
+    if (d.k_tail) TL = d.tail_len;
   } else {
     L = p.lens[b];
-    if (is_tail && p.tlens) TL = p.tlens[b];
+    if (p.tlens && p.kt) TL = p.tlens[b];
   }
   const int units = (L + 7) / 8;
   const int s0 = 8 * int(int64_t(units) * split / p.n_split);
-  const int end = is_tail ? 0 : min(L, 8 * int(int64_t(units) * (split + 1) / p.n_split));
+  const int end = min(L, 8 * int(int64_t(units) * (split + 1) / p.n_split));
   // Probe TQ_DECODE_MODE=2: no stage loads and no math (prologue, merge and launch chain only).
   const int n_it = end > s0 && p.mode != 2 ? (end - s0 + kStageTok - 1) / kStageTok : 0;
 
@@ -114,13 +113,16 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
     bulk_copy(st + 2 * kStageTok * kRow, ksb + tok, uint32_t(srows * 2), &full[slot]);
     bulk_copy(st + 2 * kStageTok * kRow + kStageTok * 2, vsb + tok, uint32_t(srows * 2), &full[slot]);
   };
-  // Exact tail: chunks of 32 rows of K and V (32 KB), double-buffered over the table + stages.
+  // Exact tail (v10): 32-row chunks of K and V (32 KB each), chunk c taken by split c mod
+  // n_split after its codes, double-buffered in the stage slots 0-2 (free after the loop).
   const int n_chunk = (TL + 31) / 32;
+  const int n_mine = split < n_chunk ? (n_chunk - 1 - split) / p.n_split + 1 : 0;
   const int64_t tb = tail_base + int64_t(hk) * tail_head_stride;
-  float* tbuf = reinterpret_cast<float*>(smem);  // [2][K, V][32][D]
-  auto issue_tail = [&](int ch) {
-    if (ch < n_chunk) {
-      float* dst = tbuf + (ch & 1) * 2 * 32 * D;
+  float* tbuf = reinterpret_cast<float*>(smem + kLutBytes);  // [2][K, V][32][D]
+  auto issue_tail = [&](int k) {  // this block's k-th chunk
+    if (k < n_mine) {
+      const int ch = split + k * p.n_split;
+      float* dst = tbuf + (k & 1) * 2 * 32 * D;
       for (int i = tid; i < 2 * 32 * (D / 4); i += kThreads) {
         const int which = i / (32 * D / 4), r = (i / (D / 4)) % 32, c = i % (D / 4);
         const int t = ch * 32 + r;
@@ -131,12 +133,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
     }
     cp_commit();
   };
-  if (is_tail) {
-    issue_tail(0);
-    issue_tail(1);
-  } else if (tid == 0) {
+  if (tid == 0)
     for (int i = 0; i < kStages - 1; ++i) issue(i, i);
-  }
   const int q_head0 = hk * p.G + g0;
   const float* qsrc = p.q + (qrow * p.n_head + q_head0) * D;
   if (warp < 8) {  // y = D2 H D1 q / sqrt(D) in registers: warp g takes head g (v9)
@@ -163,7 +161,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
 #pragma unroll
   for (int m = 0; m < 8; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
 
-  if (!is_tail) {
+  {
     uint32_t qa0[8], qa2[8];
 #pragma unroll
     for (int kc = 0; kc < 8; ++kc) {
@@ -319,10 +317,19 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   cp_wait<0>();
   __syncthreads();  // stages and the table are free from here: reuse them as scratch
 
-  float* wacc = reinterpret_cast<float*>(smem);  // [kWarps][8][D], columns by wcol() (v9)
-  float* wm = wacc + kWarps * 8 * D;             // [kWarps][8]
+  // Per-warp partials [2][kWarps][8][D] (codes, then the exact tail; columns by wcol(), v9), each
+  // half followed by its (m, l) [kWarps][8] x 2. The tail half lies past the tail chunk buffers.
+  constexpr int kPart = kWarps * 8 * D + 2 * kWarps * 8;  // floats
+  float* wacc = reinterpret_cast<float*>(smem);
+  float* wm = wacc + kWarps * 8 * D;
   float* wl = wm + kWarps * 8;
-  if (!is_tail) {
+  float* tacc = reinterpret_cast<float*>(smem + kLutBytes) + 2 * 2 * 32 * D;
+  float* tm = tacc + kWarps * 8 * D;
+  float* tl = tm + kWarps * 8;
+  static_assert(kLutBytes + (4 * 32 * D + kPart) * 4 <= (kStages - 1) * kStageBytes + kLutBytes,
+                "tail buffers and partials must stay clear of the queries in the last slot");
+  static_assert(kPart * 4 <= kLutBytes, "the codes' partials fit in the table's bytes");
+  {
     l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
     l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
     if (tig == 0) {
@@ -345,16 +352,22 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
         w1[2 * j + 1] = acc[m][3];
       }
     }
-  } else {
+  }
+  if (n_mine > 0) {
+    issue_tail(0);
+    issue_tail(1);
+#pragma unroll
+    for (int m = 0; m < 8; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
     // Exact tail: rows already rotated (R_k k, R_v v as f32); in each chunk warp w takes rows
     // 8w .. 8w + 7; lane holds coordinates 4 lane .. 4 lane + 3; acc[g] = the per-head sums.
     float mg[8], lg[8];
 #pragma unroll
     for (int g = 0; g < 8; ++g) mg[g] = kNegInf, lg[g] = 0.0f;
-    for (int ch = 0; ch < n_chunk; ++ch) {
+    for (int k = 0; k < n_mine; ++k) {
+      const int ch = split + k * p.n_split;
       cp_wait<1>();
       __syncthreads();
-      const float* kb = tbuf + (ch & 1) * 2 * 32 * D;
+      const float* kb = tbuf + (k & 1) * 2 * 32 * D;
       const float* vb = kb + 32 * D;
       // Warp w: rows 8 (w % 4) .. + 7 together (independent reductions, one rescale per chunk)
       // for the heads g with g % (kWarps / 4) == w / 4.
@@ -399,32 +412,41 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
         }
       }
       __syncthreads();
-      issue_tail(ch + 2);
+      issue_tail(k + 2);
     }
     cp_wait<0>();
-    __syncthreads();
 #pragma unroll
     for (int g = 0; g < 8; ++g) {
-      float* row = wacc + (warp * 8 + g) * D;
+      float* row = tacc + (warp * 8 + g) * D;
       *reinterpret_cast<float2*>(row + wcol(g, 4 * lane, swz)) = make_float2(acc[g][0], acc[g][1]);
       *reinterpret_cast<float2*>(row + wcol(g, 4 * lane + 2, swz)) =
           make_float2(acc[g][2], acc[g][3]);
-      if (lane == 0) wm[warp * 8 + g] = mg[g], wl[warp * 8 + g] = lg[g];
+      if (lane == 0) tm[warp * 8 + g] = mg[g], tl[warp * 8 + g] = lg[g];
     }
   }
   __syncthreads();
+  // The block's partial: the codes' warps, and with tail rows here the tail's warps too.
+  const int halves = n_mine > 0 ? 2 : 1;
   for (int i = tid; i < gn * D; i += kThreads) {
     const int g = i / D, c = i % D;
     float M = kNegInf;
+    for (int hf = 0; hf < halves; ++hf) {
+      const float* pm = hf ? tm : wm;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, wm[w * 8 + g]);
+      for (int w = 0; w < kWarps; ++w) M = fmaxf(M, pm[w * 8 + g]);
+    }
     float a = 0.0f, l = 0.0f;
     if (M != kNegInf) {
+      for (int hf = 0; hf < halves; ++hf) {
+        const float* pa = hf ? tacc : wacc;
+        const float* pm = hf ? tm : wm;
+        const float* pl = hf ? tl : wl;
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float e = exp2f(wm[w * 8 + g] - M);
-        a += e * wacc[(w * 8 + g) * D + wcol(g, c, swz)];
-        l += e * wl[w * 8 + g];
+        for (int w = 0; w < kWarps; ++w) {
+          const float e = exp2f(pm[w * 8 + g] - M);
+          a += e * pa[(w * 8 + g) * D + wcol(g, c, swz)];
+          l += e * pl[w * 8 + g];
+        }
       }
     }
     const int64_t slot = (int64_t(b) * p.n_head + q_head0 + g) * p.n_total + split;
@@ -502,11 +524,10 @@ bool tq128_supported(const DecodeAttnArgs& a) {
 void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void* stream) {
   TqParams p{};
   const int G = a.n_head / a.n_head_kv;
-  const bool tail = a.seqs ? a.seqs_tail : a.k_tail != nullptr;
   p.q = a.q;
   p.out = a.out;
   p.n_split = plan.n_split;
-  p.n_total = plan.n_split + (tail ? 1 : 0);
+  p.n_total = plan.n_split;  // the exact tail's chunks go to the split blocks (v10)
   p.part_acc = a.workspace;
   p.part_ml = a.workspace + size_t(a.batch) * a.n_head * p.n_total * D;
   p.counters = merge_counters(size_t(a.batch) * a.n_head_kv * plan.n_sub);

@@ -1,6 +1,8 @@
 // Dense KV storage and fused kernels of the CUDA backend's engine path: f32 rows <-> bf16
-// head-major KV stores (also one batched append over many stores), the iota table split-K decode reads its lengths from, RMSNorm that also
-// writes the bf16 GEMM input, SwiGLU writing bf16, and per-head q/k RMSNorm + RoPE in one pass.
+// head-major KV stores (also one batched append over many stores), the iota table split-K decode
+// reads its lengths from, RMSNorm that also writes the bf16 GEMM input, SwiGLU writing bf16, and
+// per-head q/k RMSNorm + RoPE in one pass (optionally with the new tokens' KV append, bf16 or
+// TurboQuant, in the same launch).
 #include <cmath>
 #include <cstdlib>
 #include <utility>
@@ -9,6 +11,7 @@
 #include "backend/cuda/ops_kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/tq_cuda.h"
+#include "backend/cuda/tq_encode_vec.cuh"
 
 namespace tq::cuda {
 namespace {
@@ -109,13 +112,27 @@ __global__ void swiglu_bf16_kernel(const float* gate, const float* up, __nv_bflo
   }
 }
 
+// Where qk_norm_rope_kernel<kAppend> stores the keys and values of its rows (kAppendNone:
+// nowhere): token t, kv head h goes to slot dst.len + t of a bf16 store (kAppendBf16: dst.k,
+// dst.v, head stride dst.head_stride tokens, as kv_write_kernel), or is encoded to record
+// dst.len + t of a TurboQuant store (kAppendTq, head_dim 128, as tq_encode_rows: codes and scales,
+// and with dst.k_tail set the rotated rows at exact row dst.tail_len + t).
+enum : int { kAppendNone = 0, kAppendBf16 = 1, kAppendTq = 2 };
+struct AppendDest {
+  DecodeSeqDesc dst;
+  const float* v = nullptr;  // the rows' values [T, n_head_kv, head_dim] f32
+  TqCodecDev kc, vc;
+};
+
 // One block per head row of q (rows [0, T * n_head)) then k: optional RMSNorm over the head
-// (weight w, as rms_norm_kernel) then rotate-half RoPE at position pos0 + t. Thread i < half
-// owns the pair (i, i + half).
+// (weight w, as rms_norm_kernel) then rotate-half RoPE at position pos0 + t (pos[t] when pos is
+// set). Thread i < half owns the pair (i, i + half). With kAppend, the k rows' blocks also store
+// the rotated key and its value (AppendDest): the KV append fused into the same launch.
+template <int kAppend>
 __global__ void qk_norm_rope_kernel(float* q, float* k, int64_t n_head, int64_t n_head_kv,
                                     int64_t q_rows, int64_t d, const float* q_w, const float* k_w,
                                     float eps, int64_t pos0, const float* inv_freq,
-                                    const int32_t* pos) {
+                                    const int32_t* pos, __grid_constant__ const AppendDest ap) {
   pdl_enter();
   const int64_t r = blockIdx.x;
   const bool is_q = r < q_rows;
@@ -129,12 +146,45 @@ __global__ void qk_norm_rope_kernel(float* q, float* k, int64_t n_head, int64_t 
     const float inv = 1.0f / sqrtf(block_sum(x1 * x1 + x2 * x2) / float(d) + eps);
     if (live) x1 = w[i] * (x1 * inv), x2 = w[i + half] * (x2 * inv);
   }
-  if (!live) return;
-  const float a = float(pos ? int64_t(pos[t]) : pos0 + t) * inv_freq[i];
-  float s, c;
-  sincosf(a, &s, &c);
-  x[i] = x1 * c - x2 * s;
-  x[i + half] = x2 * c + x1 * s;
+  float y1 = 0.0f, y2 = 0.0f;
+  if (live) {
+    const float a = float(pos ? int64_t(pos[t]) : pos0 + t) * inv_freq[i];
+    float s, c;
+    sincosf(a, &s, &c);
+    y1 = x1 * c - x2 * s;
+    y2 = x2 * c + x1 * s;
+    x[i] = y1;
+    x[i + half] = y2;
+  }
+  if constexpr (kAppend != kAppendNone) {
+    if (is_q) return;  // the whole block
+    const int64_t kr = r - q_rows, h = kr % n_head_kv;
+    const float* vr = ap.v + kr * d;
+    const DecodeSeqDesc& s = ap.dst;
+    if constexpr (kAppend == kAppendBf16) {
+      if (!live) return;
+      const int64_t o = (h * s.head_stride + s.len + t) * d;
+      __nv_bfloat16* dk = static_cast<__nv_bfloat16*>(const_cast<void*>(s.k));
+      __nv_bfloat16* dv = static_cast<__nv_bfloat16*>(const_cast<void*>(s.v));
+      dk[o + i] = __float2bfloat16_rn(y1);
+      dk[o + i + half] = __float2bfloat16_rn(y2);
+      dv[o + i] = __float2bfloat16_rn(vr[i]);
+      dv[o + i + half] = __float2bfloat16_rn(vr[i + half]);
+    } else {  // head_dim 128, 64 threads: warp 0 encodes the key (from shared memory), warp 1 the value
+      __shared__ float key[128];
+      key[i] = y1;
+      key[i + half] = y2;
+      __syncthreads();
+      const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
+      const float* tail = warp ? s.v_tail : s.k_tail;
+      float* rot = tail ? const_cast<float*>(tail) + (h * s.tail_head_stride + s.tail_len + t) * 128
+                        : nullptr;
+      encode_vec<128>(warp ? vr : key, warp ? ap.vc : ap.kc,
+                      static_cast<uint8_t*>(const_cast<void*>(warp ? s.v : s.k)),
+                      const_cast<uint16_t*>(warp ? s.v_scale : s.k_scale),
+                      h * s.head_stride + s.len + t, rot, lane);
+    }
+  }
 }
 
 }  // namespace
@@ -183,18 +233,28 @@ void launch_swiglu_bf16(const float* gate, const float* up, void* out_bf16, int6
 }
 
 namespace {
-// Both forms: positions pos0 + t, or pos[row] when pos is non-null.
+// Both forms: positions pos0 + t, or pos[row] when pos is non-null; with an AppendDest (kind
+// kAppendBf16 / kAppendTq) the fused append.
 void qk_norm_rope_any(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,
                       int64_t head_dim, const float* q_w, const float* k_w, float eps,
-                      int64_t pos0, const int32_t* pos, const float* inv_freq, Stream stream) {
+                      int64_t pos0, const int32_t* pos, const float* inv_freq, Stream stream,
+                      int kind = kAppendNone, const AppendDest& ap = AppendDest{}) {
   const int64_t rows = T * (n_head + n_head_kv);
   if (rows <= 0) return;
   if (head_dim % 2 != 0 || head_dim > 2048)
     raise("qk_norm_rope: head_dim " + std::to_string(head_dim) + " is not supported");
+  if (kind == kAppendTq && head_dim != 128) raise("qk_norm_rope_append: TurboQuant needs head_dim 128");
   const int threads = int((head_dim / 2 + 31) / 32 * 32);
-  launch_pdl(qk_norm_rope_kernel, dim3(unsigned(rows)), dim3(unsigned(threads)), 0,
-             as_stream(stream), q, k, n_head, n_head_kv, T * n_head, head_dim, q_w, k_w, eps, pos0,
-             inv_freq, pos);
+  auto go = [&](auto kernel) {
+    launch_pdl(kernel, dim3(unsigned(rows)), dim3(unsigned(threads)), 0, as_stream(stream), q, k,
+               n_head, n_head_kv, T * n_head, head_dim, q_w, k_w, eps, pos0, inv_freq, pos, ap);
+  };
+  if (kind == kAppendBf16)
+    go(qk_norm_rope_kernel<kAppendBf16>);
+  else if (kind == kAppendTq)
+    go(qk_norm_rope_kernel<kAppendTq>);
+  else
+    go(qk_norm_rope_kernel<kAppendNone>);
   check_last_launch("qk_norm_rope");
 }
 }  // namespace
@@ -210,6 +270,19 @@ void launch_qk_norm_rope_rows(float* q, float* k, int64_t T, int64_t n_head, int
                               int64_t head_dim, const float* q_w, const float* k_w, float eps,
                               const int32_t* pos, const float* inv_freq, Stream stream) {
   qk_norm_rope_any(q, k, T, n_head, n_head_kv, head_dim, q_w, k_w, eps, 0, pos, inv_freq, stream);
+}
+
+void launch_qk_norm_rope_append(float* q, float* k, const float* v, int64_t T, int64_t n_head,
+                                int64_t n_head_kv, int64_t head_dim, const float* q_w,
+                                const float* k_w, float eps, int64_t pos0, const float* inv_freq,
+                                const DecodeSeqDesc& dst, const TqCodecDev* kc,
+                                const TqCodecDev* vc, void* stream) {
+  AppendDest ap;
+  ap.dst = dst;
+  ap.v = v;
+  if (kc && vc) ap.kc = *kc, ap.vc = *vc;
+  qk_norm_rope_any(q, k, T, n_head, n_head_kv, head_dim, q_w, k_w, eps, pos0, nullptr, inv_freq,
+                   stream, kc && vc ? kAppendTq : kAppendBf16, ap);
 }
 
 void launch_kv_append_batch(const DecodeSeqDesc* seqs, int n_seq, const float* k, const float* v,

@@ -149,23 +149,26 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 
 // v2 (TQ_GEMV=2, the default): the block stages its input once in shared memory (normed, or
 // silu(gate) * up for the down projection) after issuing its first weight loads, so that the
-// staging overlaps their latency; lanes keep eight 16-byte chunks in flight, 4 blocks of 256
-// threads per SM. The staged input is split into the low and high float4 of every 8-value
-// chunk (xs[c], xs[K/8 + c]): a warp's reads of consecutive chunks are then conflict-free.
+// staging overlaps their latency; lanes keep eight 16-byte chunks in flight, 1024 threads per SM
+// (one block of 32 warps, or four of 8). The staged input is split into the low and high float4
+// of every 8-value chunk (xs[c], xs[K/8 + c]): a warp's reads of consecutive chunks are then
+// conflict-free.
 // With many row groups (LM head, gate/up) the grid is one wave of resident blocks, each looping
 // over groups (the input is staged once per block, not once per group); the next group's
 // first loads are issued before the current group's reduction.
 enum class GemvIn { Plain, Norm, Swiglu };
 constexpr int kStagedUnroll = 8;
-constexpr int kStagedBlocksPerSm = 4;  // <= 64 registers: 4 x 256 threads resident per SM
+// <= 64 registers: 1024 threads resident per SM, as one block of 32 warps (the default), or 4
+// blocks of 8 warps (TQ_GEMV_WARPS=8), which stage the input four times per SM.
+constexpr int kStagedThreadsPerSm = 1024;
 
-template <int kRows, GemvIn kIn>
-__global__ void __launch_bounds__(kGemvWarps * 32, kStagedBlocksPerSm)
+template <int kWarps, int kRows, GemvIn kIn>
+__global__ void __launch_bounds__(kWarps * 32, kStagedThreadsPerSm / (kWarps * 32))
     gemv_staged_kernel(const GemvArgs a, const float* __restrict__ x,
                        const float* __restrict__ x2, int64_t K, bool accumulate) {
-  constexpr int kSplit = kGemvWarps / kRows;
+  constexpr int kSplit = kWarps / kRows;
   extern __shared__ float4 xs[];  // K / 4: the chunks' low halves, then their high halves
-  __shared__ float red[2][kGemvWarps];  // row partial sums, alternating between groups
+  __shared__ float red[2][kWarps];  // row partial sums, alternating between groups
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t N = TQ_GEMV_PICK(a.row_end, a.n_part - 1);
   const int64_t groups = (N + kRows - 1) / kRows;
@@ -217,7 +220,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, kStagedBlocksPerSm)
     __syncthreads();
     float total = 0.0f;
 #pragma unroll
-    for (int q = 0; q < kGemvWarps; ++q) total += red[1][q];
+    for (int q = 0; q < kWarps; ++q) total += red[1][q];
     const float inv = 1.0f / sqrtf(total / float(K) + a.eps);
     for (int64_t i = threadIdx.x; i < K4; i += blockDim.x) {
       const float4 v = normed(__ldg(xv + i), __ldg(nv + i), inv);
@@ -286,8 +289,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32, kStagedBlocksPerSm)
   }
 }
 
-// Environment switches, read once: TQ_GEMV=1 (v1 kernel) / 2 (staged), TQ_GEMV_ROWS=1|2|4|8
-// (rows per block; 0 = by size), TQ_GEMV_PDL=0 (staged launches without programmatic
+// Environment switches, read once: TQ_GEMV=1 (v1 kernel) / 2 (staged), TQ_GEMV_ROWS=1..32
+// (rows per block; 0 = by size), TQ_GEMV_WARPS=8|32 (staged block size), TQ_GEMV_PDL=0 (staged launches without programmatic
 // dependent launch).
 int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
@@ -313,7 +316,7 @@ constexpr int64_t kMaxStagedBytes = 96 * 1024;
 // Resident blocks of a staged kernel with smem bytes of dynamic shared memory on the current
 // device, cached; the first use of a kernel on a device also raises its shared memory limit
 // (the static red[] comes on top of the dynamic bytes, so even 48 KB of input needs it).
-int resident_blocks(const void* kernel, size_t smem) {
+int resident_blocks(const void* kernel, int threads, size_t smem) {
   struct Entry {
     const void* kernel;
     size_t smem;
@@ -332,7 +335,7 @@ int resident_blocks(const void* kernel, size_t smem) {
                            int(kMaxStagedBytes)) != cudaSuccess)
     raise("gemv: cannot raise the shared memory limit");
   int per_sm = 0, sms = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGemvWarps * 32, smem) !=
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) !=
           cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
     raise("gemv: occupancy query failed");
@@ -341,6 +344,12 @@ int resident_blocks(const void* kernel, size_t smem) {
   if (n_cache < 128) cache[n_cache++] = {kernel, smem, dev, blocks};
   return blocks;
 }
+
+// Warps per block of the staged kernel: 32 (one block per SM, rows per block 4..32; the input is
+// staged and normed once per SM) or, with TQ_GEMV_WARPS=8, 8 (4 blocks per SM, rows per block
+// 1..8, the input staged four times per SM: Qwen3-8B shape at batch 1, 217 against 226 tok/s
+// in the same run). Read at every launch (the tests run both).
+int staged_warps() { return env_int("TQ_GEMV_WARPS", 32) == 8 ? 8 : 32; }
 
 // Rows per block and grid of a staged launch: the largest rows per block whose groups fill
 // whole rounds of resident blocks to >= 90% (every block gets ceil or floor of groups / grid;
@@ -353,26 +362,34 @@ void launch_staged(const GemvArgs& a, const float* x, const float* x2, int64_t K
   static const int forced_rows = env_int("TQ_GEMV_ROWS", 0);
   const int64_t N = a.row_end[a.n_part - 1];
   const size_t smem = size_t(K) * sizeof(float);
-  void (*const kernels[4])(const GemvArgs, const float*, const float*, int64_t, bool) = {
-      gemv_staged_kernel<1, kIn>, gemv_staged_kernel<2, kIn>, gemv_staged_kernel<4, kIn>,
-      gemv_staged_kernel<8, kIn>};
+  using Kernel = void (*)(const GemvArgs, const float*, const float*, int64_t, bool);
+  const int warps = staged_warps();
+  const int rows0 = warps == 32 ? 4 : 1;  // rows per block of kernels[0]; kernels[i]: rows0 << i
+  const Kernel kernels8[4] = {gemv_staged_kernel<8, 1, kIn>, gemv_staged_kernel<8, 2, kIn>,
+                              gemv_staged_kernel<8, 4, kIn>, gemv_staged_kernel<8, 8, kIn>};
+  const Kernel kernels32[4] = {gemv_staged_kernel<32, 4, kIn>, gemv_staged_kernel<32, 8, kIn>,
+                               gemv_staged_kernel<32, 16, kIn>, gemv_staged_kernel<32, 32, kIn>};
+  const Kernel* kernels = warps == 32 ? kernels32 : kernels8;
   int pick = -1;
   double pick_fill = -1.0;
   int64_t pick_groups = 0, pick_res = 0;
   for (int i = 3; i >= 0; --i) {
-    const int r = 1 << i;
+    const int r = rows0 << i;
     if (forced_rows > 0 && r != forced_rows) continue;
     if (a.act_out && r < 2) continue;  // SwiGLU pairs: half the group's rows gate, half up
     const int64_t groups = (N + r - 1) / r;
-    const int64_t res = resident_blocks(reinterpret_cast<const void*>(kernels[i]), smem);
+    const int64_t res =
+        resident_blocks(reinterpret_cast<const void*>(kernels[i]), warps * 32, smem);
     const int64_t rounds = (groups + res - 1) / res;
     const double fill = double(groups) / double(res * rounds);
     if (pick < 0 || (pick_fill < 0.9 && fill > pick_fill)) {
       pick = i, pick_fill = fill, pick_groups = groups, pick_res = res;
     }
   }
-  if (pick < 0) {  // TQ_GEMV_ROWS not 1, 2, 4 or 8 (2, 4 or 8 with pairs)
-    pick = a.act_out ? 1 : 0, pick_groups = (N + pick) / (pick + 1), pick_fill = 0.0;
+  if (pick < 0) {  // TQ_GEMV_ROWS not one of this block size's (2 or more with pairs)
+    pick = a.act_out && rows0 == 1 ? 1 : 0;
+    const int64_t r = rows0 << pick;
+    pick_groups = (N + r - 1) / r, pick_fill = 0.0;
   }
   int64_t grid = pick_groups;
   const char* forced = std::getenv("TQ_GEMV_GRID");
@@ -386,8 +403,8 @@ void launch_staged(const GemvArgs& a, const float* x, const float* x2, int64_t K
   // the previous kernel finishes: the blocks prefetch weights, then wait (see the kernel).
   // (Also prefetching the rest of each warp's first row into L2 here, cp.async.bulk.prefetch,
   // measured 197-198 against 217-218 tok/s at batch 1 in the same run: dropped.)
-  launch_pdl(kernels[pick], dim3(unsigned(grid)), dim3(kGemvWarps * 32), smem, st, a, x, x2, K,
-             accumulate);
+  launch_pdl(kernels[pick], dim3(unsigned(grid)), dim3(unsigned(warps * 32)), smem, st, a, x, x2,
+             K, accumulate);
 }
 
 }  // namespace

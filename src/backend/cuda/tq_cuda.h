@@ -74,13 +74,13 @@ struct DecodeAttnArgs {
   const int32_t* tail_lens = nullptr;
   // Batched form: with `seqs` (device memory, `batch` descriptors) set, each sequence's pointers,
   // strides, lengths and q/out row come from its descriptor and k .. tail_lens above are unused.
-  // seqs_tail: the TurboQuant head_dim-128 kernel runs its exact-tail split (descriptors with
-  // tail_len 0 or null tails contribute nothing there). The caller guarantees the tq128 kernel's
+  // seqs_tail: some descriptor has exact tail rows (the TurboQuant head_dim-128 kernel reads
+  // each descriptor's; tail_len 0 or null tails contribute nothing). The caller guarantees the tq128 kernel's
   // alignment (16-byte pointers, head strides multiples of 8) for every descriptor.
   const DecodeSeqDesc* seqs = nullptr;
   bool seqs_tail = false;
 };
-// Bytes of workspace (room for plan.n_split splits plus one exact-tail split).
+// Bytes of workspace (room for plan.n_split splits plus one).
 size_t decode_attention_workspace(const AttnPlan& plan, int batch, int n_head, int head_dim);
 // Resident blocks per SM of the TurboQuant head_dim-128 decode kernel (benchmarks, notes).
 int tq128_blocks_per_sm();
@@ -112,6 +112,16 @@ void tq_encode_batch(const DecodeSeqDesc* seqs, int n_seq, int n_head_kv, const 
                      void* stream = nullptr);
 void launch_kv_append_batch(const DecodeSeqDesc* seqs, int n_seq, const float* k, const float* v,
                             int n_head_kv, int head_dim, void* stream);
+// launch_qk_norm_rope (positions pos0 + t) that also appends the T tokens' keys (normed,
+// rotated) and values v [T, n_head_kv, head_dim] in the same launch, to one sequence's store
+// described by dst (host struct, fields as in tq_encode_batch: len the first slot / record,
+// tail_len the first exact row): a bf16 store (kc, vc null; as launch_kv_write) or a TurboQuant
+// one (kc, vc set; head_dim 128; the same codes as tq_encode_rows).
+void launch_qk_norm_rope_append(float* q, float* k, const float* v, int64_t T, int64_t n_head,
+                                int64_t n_head_kv, int64_t head_dim, const float* q_w,
+                                const float* k_w, float eps, int64_t pos0, const float* inv_freq,
+                                const DecodeSeqDesc& dst, const TqCodecDev* kc,
+                                const TqCodecDev* vc, void* stream);
 
 // Conversions and fills used by tests and benchmarks (fills are hash-based: fast, reproducible
 // for a seed, and never zeros, which would time unrealistically).

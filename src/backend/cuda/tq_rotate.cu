@@ -41,11 +41,6 @@ __global__ void rows_to_bf16_kernel(const float* src, int64_t src_hs, uint16_t* 
   }
 }
 
-__global__ void set_pair_kernel(int32_t* p, int32_t a, int32_t b) {
-  p[0] = a;
-  p[1] = b;
-}
-
 }  // namespace
 
 void tq_rotate(const float* x, float* y, int64_t n_rows, const TqCodecDev& codec, bool inverse,
@@ -72,11 +67,6 @@ void tq_rows_to_bf16(const float* src, int64_t src_head_stride, uint16_t* dst,
   rows_to_bf16_kernel<<<unsigned(blocks), 256, 0, as_stream(stream)>>>(
       src, src_head_stride, dst, dst_head_stride, n_rows, head_dim, total);
   check_last_launch("tq_rows_to_bf16");
-}
-
-void set_i32_pair(int32_t* p, int32_t a, int32_t b, void* stream) {
-  set_pair_kernel<<<1, 1, 0, as_stream(stream)>>>(p, a, b);
-  check_last_launch("set_i32_pair");
 }
 
 }  // namespace tq::cuda

@@ -19,7 +19,4 @@ void tq_rows_to_bf16(const float* src, int64_t src_head_stride, uint16_t* dst,
                      int64_t dst_head_stride, int n_head, int64_t n_rows, int head_dim,
                      void* stream = nullptr);
 
-// p[0] = a, p[1] = b, queued on the stream (no host memory involved, capturable).
-void set_i32_pair(int32_t* p, int32_t a, int32_t b, void* stream = nullptr);
-
 }  // namespace tq::cuda

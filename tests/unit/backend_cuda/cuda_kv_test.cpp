@@ -176,16 +176,22 @@ TEST(CudaKv, FusedOpsMatchTheComposedOps) {
   // multiple of 256 chunks (the per-lane tail), and a down projection whose staged input
   // (I * 4 bytes) exceeds 48 KB of shared memory.
   // TQ_GEMV_GRID=7: the staged GEMV runs at most 7 blocks, each looping over many row groups
-  // (the path large weights take with a one-wave grid).
+  // (the path large weights take with a one-wave grid); TQ_GEMV_WARPS=32: one block of 32 warps
+  // per SM (rows per block 4..32).
+  for (const char* warps : {"8", "32"})
   for (const char* grid : {"", "7"})
   // I = 1003: the SwiGLU-pairs GEMV's last group holds fewer pairs than rows.
   for (const Shape& sh : {Shape{1, 512, 1027, 256, 384, 640}, Shape{7, 512, 1027, 256, 384, 640},
                           Shape{1, 1032, 4099, 1024, 4104, 12296},
                           Shape{1, 256, 64, 32, 64, 1003}}) {
     SCOPED_TRACE(testing::Message() << "T=" << sh.T << " H=" << sh.H << " I=" << sh.I
-                                    << " TQ_GEMV_GRID=" << grid);
-    // The references run the default grid (TQ_GEMV_GRID unset), the fused ops the tested one.
-    auto use_grid = [&](bool tested) { setenv("TQ_GEMV_GRID", tested ? grid : "", 1); };
+                                    << " TQ_GEMV_GRID=" << grid << " TQ_GEMV_WARPS=" << warps);
+    // The references run the default grid and block (TQ_GEMV_GRID, TQ_GEMV_WARPS unset), the
+    // fused ops the tested ones.
+    auto use_grid = [&](bool tested) {
+      setenv("TQ_GEMV_GRID", tested ? grid : "", 1);
+      setenv("TQ_GEMV_WARPS", tested ? warps : "", 1);
+    };
     auto be = make_cuda_backend();
     const int64_t T = sh.T, H = sh.H, N1 = sh.N1, N2 = sh.N2, NO = sh.NO, I = sh.I;
     auto host_w = [](int64_t r, int64_t c, float s) { return randn(size_t(r * c), s); };
@@ -260,6 +266,7 @@ TEST(CudaKv, FusedOpsMatchTheComposedOps) {
               1e-5);
   }
   unsetenv("TQ_GEMV_GRID");
+  unsetenv("TQ_GEMV_WARPS");
 }
 
 // Three one-token linear layers queued back to back, each reading the previous one's output

@@ -60,11 +60,14 @@ TEST(CudaOps, EmbeddingRmsNormSwigluAdd) {
 TEST(CudaOps, LinearMatchesBf16Reference) {
   TQ_REQUIRE_GPU();
   auto be = make_cuda_backend();
-  // TQ_GEMV_GRID=5: the staged GEMV's blocks each loop over several row groups.
+  // TQ_GEMV_GRID=5: the staged GEMV's blocks each loop over several row groups;
+  // TQ_GEMV_WARPS=32: one block of 32 warps per SM.
+  for (const char* warps : {"8", "32"})
   for (const char* grid : {"", "5"})
   for (auto [T, N, K] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
            {1, 1536, 512}, {1, 1024, 4096}, {1, 151, 12288}, {7, 512, 1536}, {300, 4096, 512}}) {
     setenv("TQ_GEMV_GRID", grid, 1);
+    setenv("TQ_GEMV_WARPS", warps, 1);
     // One token runs the GEMV on f32 activations; more go through cuBLASLt on bf16 ones.
     const bool f32_x = T == 1;
     auto w = randn(size_t(N * K), 0.05f);
@@ -84,9 +87,11 @@ TEST(CudaOps, LinearMatchesBf16Reference) {
                round_bf16(w[size_t(n * K + k)]);
         ref[size_t(t * N + n)] = s;
       }
-    EXPECT_LT(rel_err(oh, ref), 1e-4) << T << "x" << N << "x" << K << " grid " << grid;
+    EXPECT_LT(rel_err(oh, ref), 1e-4) << T << "x" << N << "x" << K << " grid " << grid
+                                      << " warps " << warps;
   }
   unsetenv("TQ_GEMV_GRID");
+  unsetenv("TQ_GEMV_WARPS");
 }
 
 TEST(CudaOps, RopeRotatesHalves) {

@@ -250,5 +250,54 @@ TEST(CudaDecodeBatch, RopeRowsMatchPerRowCalls) {
   }
 }
 
+// Batch 1 as the model runs it: decode_reserve, one qk_norm_rope_append (RoPE and the append in
+// one launch: bf16 rows, or TurboQuant codes with the exact window), decode_attention_batch of
+// the one sequence, finish_decode; against qk_norm_rope + append_and_attend on a twin cache:
+// q and k bit-identical, the new token's stored state byte-identical, the attention equal.
+TEST(CudaDecodeBatch, FusedRopeAppendMatchesSeparateCalls) {
+  TQ_REQUIRE_GPU();
+  auto be = make_cuda_backend();
+  const quant::TqFormat f = random_format();
+  const float scale = 1.0f / std::sqrt(float(kShape.head_dim));
+  const int64_t H = kShape.n_head, HK = kShape.n_head_kv, D = kShape.head_dim;
+  std::vector<float> inv(size_t(D / 2));
+  for (int64_t i = 0; i < D / 2; ++i) inv[size_t(i)] = std::pow(1e6f, -2.0f * float(i) / float(D));
+  const std::vector<float> qn = randn(size_t(D)), kn = randn(size_t(D));
+  Weight wq = be->load_weight(DType::F32, qn.data(), 1, D);
+  Weight wk = be->load_weight(DType::F32, kn.data(), 1, D);
+  for (Kind kind : {Kind::Dense, Kind::Tq0, Kind::Tq128}) {
+    std::vector<Seq> seqs = make_seqs(*be, {kind}, 6, f, scale);  // lengths 1 .. 5000
+    for (Seq& s : seqs)
+      for (int st = 0; st < 2; ++st) {
+        SCOPED_TRACE(testing::Message() << "kind " << int(kind) << " len " << s.len << " step " << st);
+        const std::vector<float> q0 = randn(size_t(H * D)), k0 = randn(size_t(HK * D), 2.0f),
+                                 v0 = randn(size_t(HK * D));
+        DeviceBuffer qa = to_dev(*be, q0), ka = to_dev(*be, k0), va = to_dev(*be, v0);
+        DeviceBuffer qb = to_dev(*be, q0), kb = to_dev(*be, k0), vb = to_dev(*be, v0);
+        DeviceBuffer want = poisoned(*be, size_t(H * D)), got = poisoned(*be, size_t(H * D));
+        const int64_t pos = s.ref->n_tokens();
+        be->qk_norm_rope(qa.f32(), ka.f32(), 1, H, HK, D, &wq, &wk, 1e-6f, pos, inv);
+        s.ref->append_and_attend(*be, qa.f32(), ka.f32(), va.f32(), 1, scale, want.f32());
+        DecodeSeq view;
+        KvAppend app;
+        ASSERT_TRUE(s.bat->decode_reserve(*be, app, view));
+        const std::vector<int64_t> positions{pos};
+        be->qk_norm_rope_append(qb.f32(), kb.f32(), vb.f32(), 1, H, HK, D, &wq, &wk, 1e-6f,
+                                positions, inv, {&app, 1});
+        cuda::poison_shared_memory();
+        be->decode_attention_batch({&view, 1}, qb.f32(), got.f32(), H, scale);
+        s.bat->finish_decode(*be);
+        EXPECT_EQ(from_dev(*be, qa, size_t(H * D)), from_dev(*be, qb, size_t(H * D)));
+        EXPECT_EQ(from_dev(*be, ka, size_t(HK * D)), from_dev(*be, kb, size_t(HK * D)));
+        ASSERT_EQ(s.ref->n_tokens(), s.bat->n_tokens());
+        std::vector<uint8_t> a, b;
+        s.ref->save_block(*be, s.ref->n_tokens() - 1, a);
+        s.bat->save_block(*be, s.bat->n_tokens() - 1, b);
+        EXPECT_TRUE(a == b) << "stored state differs";
+        EXPECT_LT(worst_row_err(*be, want, got, 1, H * D), 1e-6);
+      }
+  }
+}
+
 }  // namespace
 }  // namespace tq::test

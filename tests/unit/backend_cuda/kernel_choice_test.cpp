@@ -46,12 +46,20 @@ TEST(KernelChoice, DecodeOnBf16AndTurboQuantUsesSplitK) {
 TEST(KernelChoice, SplitsShrinkWithBatchAndShortContexts) {
   AttnPlan big = choose_attention(h200(), decode(KvFormat::TurboQuant, 8, 32768));
   EXPECT_EQ(big.n_split, 132 * kTq128BlocksPerSm / 64);  // 64 (seq, head) pairs
-  // With an exact tail and few splits per pair, no slot is given up for the tail's block.
+  // An exact tail takes no block of its own (the split blocks take its 32-row chunks).
   AttnShape tail = decode(KvFormat::TurboQuant, 8, 32768);
   tail.exact_tail = true;
   EXPECT_EQ(choose_attention(h200(), tail).n_split, 132 * kTq128BlocksPerSm / 64);
+  tail.batch = 1;
+  EXPECT_EQ(choose_attention(h200(), tail).n_split, 132 * kTq128BlocksPerSm / 8);
   AttnPlan tiny = choose_attention(h200(), decode(KvFormat::TurboQuant, 1, 300));
   EXPECT_EQ(tiny.n_split, 2);  // at least kMinSplitTokens per split
+  // A short context with a tail: at least one split per tail chunk (128 rows by default).
+  AttnShape short_tail = decode(KvFormat::TurboQuant, 1, 300);
+  short_tail.exact_tail = true;
+  EXPECT_EQ(choose_attention(h200(), short_tail).n_split, 4);
+  short_tail.tail_rows = 40;
+  EXPECT_EQ(choose_attention(h200(), short_tail).n_split, 2);
   AttnPlan huge_batch = choose_attention(h200(), decode(KvFormat::BF16, 256, 8192));
   EXPECT_EQ(huge_batch.n_split, 1);
 }

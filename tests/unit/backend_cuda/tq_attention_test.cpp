@@ -149,6 +149,7 @@ void tq_decode_case(Backend& be, const DecodeCase& c) {
   s.batch = B, s.n_head = c.n_head, s.n_head_kv = c.n_kv, s.head_dim = d, s.max_len = max_len;
   s.format = KvFormat::TurboQuant;
   s.exact_tail = has_tail;
+  s.tail_rows = has_tail ? *std::max_element(c.tail.begin(), c.tail.end()) : 0;
   AttnPlan plan = cuda::choose_attention(cuda::device_info(), s);
   ASSERT_EQ(plan.kernel, cuda::AttnKernel::DecodeSplitK);
   DeviceBuffer ws(&be, cuda::decode_attention_workspace(plan, B, c.n_head, d));
@@ -196,6 +197,10 @@ TEST(CudaTurboQuant, DecodeAttentionWithExactTailMatchesCpuReference) {
   tq_decode_case(*be, {128, 4, 2, {64, 2049}, {128, 128}});
   // 5 sequences x 8 kv heads with a tail, short contexts: more blocks than one wave.
   tq_decode_case(*be, {128, 32, 8, {700, 300, 1000, 64, 513}, {5, 0, 128, 17, 1}});
+  // 16 sequences: one split per (sequence, kv head), so each block takes every chunk of its
+  // tail after its codes (300 rows: 10 chunks through the two buffers).
+  tq_decode_case(*be, {128, 32, 8, {5000, 40, 9000, 1, 2, 3, 300, 5, 6, 7, 8, 9, 10, 11, 12, 13},
+                       {300, 128, 0, 33, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 299}});
 }
 
 void bf16_decode_case(Backend& be, const DecodeCase& c) {
