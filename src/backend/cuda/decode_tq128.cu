@@ -137,7 +137,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
     for (int i = 0; i < kStages - 1; ++i) issue(i, i);
   const int q_head0 = hk * p.G + g0;
   const float* qsrc = p.q + (qrow * p.n_head + q_head0) * D;
-  if (warp < 8) {  // y = D2 H D1 q / sqrt(D) in registers: warp g takes head g (v9)
+  // y = D2 H D1 q / sqrt(D) in registers: warp g takes head g (v9). Again before the exact tail:
+  // the last stage slot, where the queries live, takes codes once the loop runs 6+ stages.
+  auto rotate_queries = [&] {
+    if (warp >= 8) return;
     const int g = warp;
     const float sq = p.qscale * rsqrtf(float(D));
     float e[4];
@@ -153,7 +156,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
     const float4 v = make_float4(e[0], e[1], e[2], e[3]);
     reinterpret_cast<float4*>(qs + g * D)[lane] = v;
     reinterpret_cast<float4*>(qsw + g * D)[lane ^ g] = v;
-  }
+  };
+  rotate_queries();
   __syncthreads();
 
   float m_run = kNegInf, l_run = 0.0f;  // MMA path: row gid
@@ -356,6 +360,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   if (n_mine > 0) {
     issue_tail(0);
     issue_tail(1);
+    rotate_queries();  // read after the barrier in the chunk loop
 #pragma unroll
     for (int m = 0; m < 8; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
     // Exact tail: rows already rotated (R_k k, R_v v as f32); in each chunk warp w takes rows
