@@ -113,34 +113,38 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
     bulk_copy(st + 2 * kStageTok * kRow, ksb + tok, uint32_t(srows * 2), &full[slot]);
     bulk_copy(st + 2 * kStageTok * kRow + kStageTok * 2, vsb + tok, uint32_t(srows * 2), &full[slot]);
   };
-  // Exact tail (v10): 32-row chunks of K and V (32 KB each), chunk c taken by split c mod
-  // n_split after its codes, double-buffered in the stage slots 0-2 (free after the loop).
-  const int n_chunk = (TL + 31) / 32;
-  const int n_mine = split < n_chunk ? (n_chunk - 1 - split) / p.n_split + 1 : 0;
+  // Exact tail (v10): split s takes tail rows [tr0, tr1) after its codes. Up to kPreRows of them
+  // are loaded at the start into their own region (their latency hides behind the codes);
+  // more go in 32-row chunks double-buffered in stage slots 0-2 (free after the loop).
+  const int tr0 = int(int64_t(TL) * split / p.n_split);
+  const int tr1 = int(int64_t(TL) * (split + 1) / p.n_split);
+  const bool pre = tr1 - tr0 <= kPreRows;
+  const int n_mine = tr1 <= tr0 ? 0 : pre ? 1 : (tr1 - tr0 + 31) / 32;  // chunks
   const int64_t tb = tail_base + int64_t(hk) * tail_head_stride;
   float* tbuf = reinterpret_cast<float*>(smem + kLutBytes);  // [2][K, V][32][D]
-  auto issue_tail = [&](int k) {  // this block's k-th chunk
-    if (k < n_mine) {
-      const int ch = split + k * p.n_split;
-      float* dst = tbuf + (k & 1) * 2 * 32 * D;
-      for (int i = tid; i < 2 * 32 * (D / 4); i += kThreads) {
-        const int which = i / (32 * D / 4), r = (i / (D / 4)) % 32, c = i % (D / 4);
-        const int t = ch * 32 + r;
-        if (t < TL)
-          cp_async16(dst + which * 32 * D + r * D + c * 4,
+  float* tpre = reinterpret_cast<float*>(smem + kScratchBytes);  // [K, V][kPreRows][D]
+  float* qkeep = tpre + 2 * kPreRows * D;  // the rotated queries [8][D], kept for the tail
+  // Chunk k of this block's rows into `dst` ([K, V][cap][D]); one cp.async group.
+  auto load_rows = [&](int k, float* dst, int cap) {
+    if (k < n_mine)
+      for (int i = tid; i < 2 * cap * (D / 4); i += kThreads) {
+        const int which = i / (cap * D / 4), r = (i / (D / 4)) % cap, c = i % (D / 4);
+        const int t = tr0 + 32 * k + r;
+        if (t < tr1)
+          cp_async16(dst + (which * cap + r) * D + c * 4,
                      (which ? vtseq : ktseq) + (tb + t) * D + c * 4);
       }
-    }
     cp_commit();
   };
+  auto issue_tail = [&](int k) { load_rows(k, tbuf + (k & 1) * 2 * 32 * D, 32); };
+  if (pre) load_rows(0, tpre, kPreRows);
   if (tid == 0)
     for (int i = 0; i < kStages - 1; ++i) issue(i, i);
   const int q_head0 = hk * p.G + g0;
   const float* qsrc = p.q + (qrow * p.n_head + q_head0) * D;
-  // y = D2 H D1 q / sqrt(D) in registers: warp g takes head g (v9). Again before the exact tail:
-  // the last stage slot, where the queries live, takes codes once the loop runs 6+ stages.
-  auto rotate_queries = [&] {
-    if (warp >= 8) return;
+  // y = D2 H D1 q / sqrt(D) in registers: warp g takes head g (v9). A third copy is kept for the
+  // exact tail: the last stage slot, where the queries live, takes codes from the 6th stage on.
+  if (warp < 8) {
     const int g = warp;
     const float sq = p.qscale * rsqrtf(float(D));
     float e[4];
@@ -156,8 +160,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
     const float4 v = make_float4(e[0], e[1], e[2], e[3]);
     reinterpret_cast<float4*>(qs + g * D)[lane] = v;
     reinterpret_cast<float4*>(qsw + g * D)[lane ^ g] = v;
-  };
-  rotate_queries();
+    reinterpret_cast<float4*>(qkeep + g * D)[lane] = v;
+  }
   __syncthreads();
 
   float m_run = kNegInf, l_run = 0.0f;  // MMA path: row gid
@@ -358,9 +362,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
     }
   }
   if (n_mine > 0) {
-    issue_tail(0);
-    issue_tail(1);
-    rotate_queries();  // read after the barrier in the chunk loop
+    if (!pre) issue_tail(0), issue_tail(1);
 #pragma unroll
     for (int m = 0; m < 8; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
     // Exact tail: rows already rotated (R_k k, R_v v as f32); in each chunk warp w takes rows
@@ -369,14 +371,15 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
 #pragma unroll
     for (int g = 0; g < 8; ++g) mg[g] = kNegInf, lg[g] = 0.0f;
     for (int k = 0; k < n_mine; ++k) {
-      const int ch = split + k * p.n_split;
-      cp_wait<1>();
-      __syncthreads();
-      const float* kb = tbuf + (k & 1) * 2 * 32 * D;
-      const float* vb = kb + 32 * D;
+      if (!pre) {  // (the prefetched rows arrived before the barrier after the loop)
+        cp_wait<1>();
+        __syncthreads();
+      }
+      const float* kb = pre ? tpre : tbuf + (k & 1) * 2 * 32 * D;
+      const float* vb = kb + (pre ? kPreRows : 32) * D;
       // Warp w: rows 8 (w % 4) .. + 7 together (independent reductions, one rescale per chunk)
       // for the heads g with g % (kWarps / 4) == w / 4.
-      const int rbeg = (warp & 3) * 8, nr = min(8, TL - ch * 32 - rbeg);
+      const int rbeg = (warp & 3) * 8, nr = min(8, tr1 - (tr0 + 32 * k) - rbeg);
       if (nr > 0) {
         float4 kv[8], vv[8];
 #pragma unroll
@@ -389,7 +392,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
         for (int g = 0; g < 8; ++g) {
           if (g >= gn) break;
           if (g % (kWarps / 4) != warp / 4) continue;
-          const float4 qv = reinterpret_cast<const float4*>(qs + g * D)[lane];
+          const float4 qv = reinterpret_cast<const float4*>(qkeep + g * D)[lane];
           float d[8];
 #pragma unroll
           for (int r = 0; r < 8; ++r)
@@ -416,8 +419,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
           mg[g] = mn;
         }
       }
-      __syncthreads();
-      issue_tail(k + 2);
+      if (!pre) {
+        __syncthreads();
+        issue_tail(k + 2);
+      }
     }
     cp_wait<0>();
 #pragma unroll

@@ -46,14 +46,16 @@ AttnPlan choose_attention(const DeviceInfo& dev, const AttnShape& s) {
   const int64_t base = s.batch * s.n_head_kv * p.n_sub;
   // bf16 and TurboQuant d != 128: ~4 blocks per SM. TurboQuant d = 128 (decode_tq128.cu): one
   // wave of kTq128BlocksPerSm blocks per SM, rounded down so that the wave is not followed by a
-  // short one; the exact tail's 32-row chunks go to the split blocks (chunk c to split c mod
-  // n_split), so a short context with a tail still takes a split per chunk.
+  // short one; the exact tail's rows are shared out among the split blocks (each loads up to
+  // kTq128TailRowsPerSplit of them at its start), so a short context with a tail still takes up
+  // to tail_rows / kTq128TailRowsPerSplit splits.
   const bool tq128 = s.format == KvFormat::TurboQuant && s.head_dim == 128;
   const int64_t wave = int64_t(kTq128BlocksPerSm) * dev.n_sm / base;
   const int64_t want = tq128 ? std::max<int64_t>(1, wave) : (4LL * dev.n_sm + base - 1) / base;
   int64_t most = std::max<int64_t>(1, (s.max_len + kMinSplitTokens - 1) / kMinSplitTokens);
   if (tq128 && s.exact_tail)
-    most = std::max<int64_t>(most, ((s.tail_rows > 0 ? s.tail_rows : 128) + 31) / 32);
+    most = std::max<int64_t>(most, ((s.tail_rows > 0 ? s.tail_rows : 128) +
+                                    kTq128TailRowsPerSplit - 1) / kTq128TailRowsPerSplit);
   if (s.format == KvFormat::BF16)
     most = std::max(most, std::min<int64_t>(kShortSplits, (s.max_len + kMinSplitTokensBf16 - 1) /
                                                               kMinSplitTokensBf16));

@@ -52,6 +52,9 @@ constexpr int kMinSplitTokensBf16 = 64;
 constexpr int kShortSplits = 8;
 // Resident blocks per SM of the TurboQuant head_dim-128 decode kernel (decode_tq128.cu).
 constexpr int kTq128BlocksPerSm = 1;
+// Exact-tail rows a split block of the TurboQuant d=128 kernel loads at its start (more go in
+// chunks after its codes): a short context with a tail takes up to tail_rows / this many splits.
+constexpr int kTq128TailRowsPerSplit = 8;
 AttnPlan choose_attention(const DeviceInfo& dev, const AttnShape& s);
 
 }  // namespace tq::cuda

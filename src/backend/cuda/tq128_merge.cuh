@@ -25,9 +25,14 @@ constexpr bool kBigLut = true;
 constexpr int kLutStride = kBigLut ? 256 : 128;
 constexpr int kLutBytes = 256 * kLutStride;
 constexpr int kScratchBytes = kLutBytes + kStages * kStageBytes;  // reused after the loop
-constexpr size_t kSmem = size_t(kScratchBytes);  // rotated queries live in the last stage slot
+// Past the scratch: up to kPreRows exact-tail rows of K and V, loaded at the start (v10), and a
+// copy of the rotated queries for the tail (those in the last stage slot are overwritten).
+constexpr int kPreRows = 8;
+constexpr size_t kSmem = size_t(kScratchBytes) + (2 * kPreRows + 8) * D * sizeof(float);
+static_assert(kSmem + 128 <= 227 * 1024, "one block per SM: the opt-in shared memory limit");
 constexpr int kBlocksPerSm = 1;
 static_assert(kBlocksPerSm == kTq128BlocksPerSm, "kernel_choice.h sizes the wave");
+static_assert(kPreRows == kTq128TailRowsPerSplit, "kernel_choice.h sizes short tails' splits");
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kNegInf = -INFINITY;
 

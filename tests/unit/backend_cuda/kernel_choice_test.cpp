@@ -54,12 +54,15 @@ TEST(KernelChoice, SplitsShrinkWithBatchAndShortContexts) {
   EXPECT_EQ(choose_attention(h200(), tail).n_split, 132 * kTq128BlocksPerSm / 8);
   AttnPlan tiny = choose_attention(h200(), decode(KvFormat::TurboQuant, 1, 300));
   EXPECT_EQ(tiny.n_split, 2);  // at least kMinSplitTokens per split
-  // A short context with a tail: at least one split per tail chunk (128 rows by default).
+  // A short context with a tail (128 rows by default): a split per kTq128TailRowsPerSplit rows,
+  // up to the wave.
   AttnShape short_tail = decode(KvFormat::TurboQuant, 1, 300);
   short_tail.exact_tail = true;
-  EXPECT_EQ(choose_attention(h200(), short_tail).n_split, 4);
+  EXPECT_EQ(choose_attention(h200(), short_tail).n_split, 128 / kTq128TailRowsPerSplit);
   short_tail.tail_rows = 40;
-  EXPECT_EQ(choose_attention(h200(), short_tail).n_split, 2);
+  EXPECT_EQ(choose_attention(h200(), short_tail).n_split, 40 / kTq128TailRowsPerSplit);
+  short_tail.batch = 4;  // wave: 4 splits per (sequence, kv head)
+  EXPECT_EQ(choose_attention(h200(), short_tail).n_split, 4);
   AttnPlan huge_batch = choose_attention(h200(), decode(KvFormat::BF16, 256, 8192));
   EXPECT_EQ(huge_batch.n_split, 1);
 }
