@@ -3,7 +3,9 @@
 // reads its lengths from, RMSNorm that also writes the bf16 GEMM input, SwiGLU writing bf16, and
 // per-head q/k RMSNorm + RoPE in one pass (optionally with the new tokens' KV append, bf16 or
 // TurboQuant, in the same launch).
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <utility>
 
@@ -207,6 +209,34 @@ void launch_kv_read(const void* sk, const void* sv, float* k, float* v, int64_t 
       static_cast<const __nv_bfloat16*>(sk), static_cast<const __nv_bfloat16*>(sv), k, v, at, T,
       n_head_kv, head_dim, cap);
   check_last_launch("kv_read");
+}
+
+namespace {
+// A small table carried in the launch's parameters (kTableChunkBytes, under the classic 4 KB limit
+// with the other parameters) and stored to device memory by the kernel: an upload that is just
+// another kernel in the stream (PDL-chained, no copy engine, no pinned staging or event).
+constexpr int kTableChunkBytes = 4032;
+struct TableChunk {
+  uint4 w[kTableChunkBytes / 16];
+};
+__global__ void table_store_kernel(uint4* dst, int n, __grid_constant__ const TableChunk c) {
+  pdl_enter();  // the previous kernels (readers of the old table) have finished
+  for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = c.w[i];
+}
+}  // namespace
+
+void launch_table_store(void* dst, const void* src, size_t bytes, Stream stream) {
+  if (reinterpret_cast<uintptr_t>(dst) % 16 != 0) raise("table_store: dst must be 16-byte aligned");
+  auto* d = static_cast<uint4*>(dst);
+  const auto* s = static_cast<const uint8_t*>(src);
+  for (size_t off = 0; off < bytes; off += kTableChunkBytes) {
+    const size_t n = std::min<size_t>(kTableChunkBytes, bytes - off);
+    TableChunk c{};
+    std::memcpy(&c, s + off, n);
+    const int words = int((n + 15) / 16);
+    launch_pdl(table_store_kernel, dim3(1), dim3(256), 0, as_stream(stream), d + off / 16, words, c);
+    check_last_launch("table_store");
+  }
 }
 
 void launch_iota(int32_t* p, int64_t n, Stream stream) {

@@ -70,6 +70,10 @@ void launch_kv_read(const void* sk, const void* sv, float* k, float* v, int64_t 
                     int64_t n_head_kv, int64_t head_dim, int64_t cap, Stream st);
 // p[i] = i for i < n (split-K decode reads a sequence's length L as lens = p + L).
 void launch_iota(int32_t* p, int64_t n, Stream st);
+// dst[0 .. bytes) = src (host memory, read before returning) by kernels that carry the bytes in
+// their parameters, launched with PDL (each waits for the previous kernels first): rounded up
+// to 16 bytes (dst has room), dst 16-byte aligned.
+void launch_table_store(void* dst, const void* src, size_t bytes, Stream st);
 // RMSNorm (as launch_rms_norm) that also writes its output as bf16 [rows, n].
 void launch_rms_norm_bf16(const float* x, int64_t rows, int64_t n, const float* w, float eps,
                           float* out, void* out_bf16, Stream st);
