@@ -1,8 +1,9 @@
 // CudaBackend's batched decode step: decode_attention_batch (one split-K decode launch per kind:
 // dense bf16, TurboQuant head_dim 128), kv_append_batch (one append launch per kind) and
 // qk_norm_rope_rows (per-row positions) for all one-token sequences of a step, each described by a
-// cuda::DecodeSeqDesc (its own allocation, capacity, lengths, exact tail) in a table staged in a
-// pinned ring and uploaded with one async copy per launch. Nothing is allocated per step.
+// cuda::DecodeSeqDesc (its own allocation, capacity, lengths, exact tail) in a device table,
+// stored by small kernels carrying it in their parameters (or, past 16 KB, through a pinned ring
+// and an async copy). Nothing is allocated per step.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -43,6 +44,38 @@ void CudaBackend::free_batch_mem(BatchMem* m) { delete m; }
 namespace {
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// The descriptor of one append (fields as tq_encode_batch / launch_kv_append_batch read them:
+// len the slot or record, tail_len the exact row), its indices checked.
+cuda::DecodeSeqDesc append_desc(const KvAppend& s) {
+  TQ_CHECK(s.row >= 0 && s.row <= INT32_MAX && s.at >= 0 && s.at <= INT32_MAX);
+  cuda::DecodeSeqDesc d;
+  d.row = int32_t(s.row);
+  d.len = int32_t(s.at);
+  if (s.kv.k) {
+    TQ_CHECK(s.at < s.kv.cap);
+    d.k = s.kv.k;
+    d.v = s.kv.v;
+    d.head_stride = s.kv.cap;
+    return d;
+  }
+  const TqStore& st = s.tq;
+  TQ_CHECK(st.k_codes && st.k_codec && st.v_codec && s.at < st.cap);
+  TQ_CHECK(!s.rows.k || (s.rows.v && s.rows_at >= 0 && s.rows_at < s.rows.cap &&
+                         s.rows_at <= INT32_MAX));
+  d.k = st.k_codes;
+  d.v = st.v_codes;
+  d.k_scale = st.k_scale;
+  d.v_scale = st.v_scale;
+  d.head_stride = st.cap;
+  if (s.rows.k) {
+    d.k_tail = s.rows.k;
+    d.v_tail = s.rows.v;
+    d.tail_head_stride = s.rows.cap;
+    d.tail_len = int32_t(s.rows_at);
+  }
+  return d;
+}
 
 }  // namespace
 
@@ -156,34 +189,12 @@ void CudaBackend::qk_norm_rope_append(float* q, float* k, const float* v, int64_
                                         eps, pos, inv_freq, appends);
   for (const Weight* w : {q_norm, k_norm})
     TQ_CHECK(!w || (w->dtype == DType::F32 && w->cols == head_dim));
-  cuda::DecodeSeqDesc d;
-  TQ_CHECK(a->at >= 0 && a->at <= INT32_MAX);
-  d.len = int32_t(a->at);
+  const cuda::DecodeSeqDesc d = append_desc(*a);
   cuda::TqCodecDev kc, vc;
-  if (dense) {
-    TQ_CHECK(a->at < a->kv.cap);
-    d.k = a->kv.k;
-    d.v = a->kv.v;
-    d.head_stride = a->kv.cap;
-  } else {
-    const TqStore& st = a->tq;
-    TQ_CHECK(st.k_codec && st.v_codec && a->at < st.cap);
-    TQ_CHECK(!a->rows.k || (a->rows.v && a->rows_at >= 0 && a->rows_at < a->rows.cap &&
-                            a->rows_at <= INT32_MAX));
-    kc = tq_codec(*st.k_codec);
-    vc = tq_codec(*st.v_codec);
+  if (tq) {
+    kc = tq_codec(*a->tq.k_codec);
+    vc = tq_codec(*a->tq.v_codec);
     TQ_CHECK(kc.head_dim == 128 && vc.head_dim == 128);
-    d.k = st.k_codes;
-    d.v = st.v_codes;
-    d.k_scale = st.k_scale;
-    d.v_scale = st.v_scale;
-    d.head_stride = st.cap;
-    if (a->rows.k) {
-      d.k_tail = a->rows.k;
-      d.v_tail = a->rows.v;
-      d.tail_head_stride = a->rows.cap;
-      d.tail_len = int32_t(a->rows_at);
-    }
   }
   cuda::launch_qk_norm_rope_append(q, k, v, 1, n_head, n_head_kv, head_dim,
                                    q_norm ? q_norm->buf.f32() : nullptr,
@@ -202,45 +213,24 @@ void CudaBackend::kv_append_batch(std::span<const KvAppend> seqs, const float* k
   const KvAppend* d0 = nullptr;
   const KvAppend* t0 = nullptr;
   for (const KvAppend& s : seqs) {
-    TQ_CHECK(s.row >= 0 && s.row <= INT32_MAX && s.at >= 0 && s.at <= INT32_MAX);
-    cuda::DecodeSeqDesc d;
-    d.row = int32_t(s.row);
-    d.len = int32_t(s.at);
+    const cuda::DecodeSeqDesc d = append_desc(s);
     if (s.kv.k) {
       const KvStore& kv = s.kv;
-      TQ_CHECK(s.at < kv.cap);
       if (!d0 && kv.dtype == DType::BF16) d0 = &s;
       if (kv.dtype != DType::BF16 || kv.n_head_kv != d0->kv.n_head_kv ||
           kv.head_dim != d0->kv.head_dim) {
         rest.push_back(s);
         continue;
       }
-      d.k = kv.k;
-      d.v = kv.v;
-      d.head_stride = kv.cap;
       dense.push_back(d);
     } else {
       const TqStore& st = s.tq;
-      TQ_CHECK(st.k_codes && st.k_codec && st.v_codec && s.at < st.cap);
-      TQ_CHECK(!s.rows.k || (s.rows.v && s.rows_at >= 0 && s.rows_at < s.rows.cap &&
-                             s.rows_at <= INT32_MAX));
       if (!t0 && st.head_dim == 128) t0 = &s;
       if (st.head_dim != 128 || st.n_head_kv != t0->tq.n_head_kv ||
           !(st.k_codec->config() == t0->tq.k_codec->config()) ||
           !(st.v_codec->config() == t0->tq.v_codec->config())) {
         rest.push_back(s);
         continue;
-      }
-      d.k = st.k_codes;
-      d.v = st.v_codes;
-      d.k_scale = st.k_scale;
-      d.v_scale = st.v_scale;
-      d.head_stride = st.cap;
-      if (s.rows.k) {
-        d.k_tail = s.rows.k;
-        d.v_tail = s.rows.v;
-        d.tail_head_stride = s.rows.cap;
-        d.tail_len = int32_t(s.rows_at);
       }
       tqd.push_back(d);
     }
