@@ -97,7 +97,6 @@ Row bench_decode(Backend& be, cuda::KvFormat fmt, int B, int64_t L, const cuda::
   cuda::AttnShape s;
   s.batch = B, s.n_head = n_head, s.n_head_kv = n_kv, s.head_dim = d, s.max_len = L,
   s.format = fmt;
-  s.exact_tail = tail > 0;
   s.tail_rows = tail;
   c.plan = cuda::choose_attention(cuda::device_info(), s);
   // Exact tail (TurboQuant's recent-exact window): `tail` rotated f32 rows per (seq, kv head).

@@ -4,8 +4,8 @@
 #include "backend/cuda/cuda_backend_impl.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 
 #include "backend/cuda/prefill_attention.h"
 

@@ -333,7 +333,6 @@ void CudaBackend::decode_attention_batch(std::span<const DecodeSeq> seqs, const 
     sh.head_dim = tq ? s0.tq.head_dim : s0.kv.head_dim;
     sh.max_len = max_len;
     sh.format = tq ? cuda::KvFormat::TurboQuant : cuda::KvFormat::BF16;
-    sh.exact_tail = tail;
     sh.tail_rows = tail ? tq_tail_max : 0;
     return std::make_pair(sh, cuda::choose_attention(info_, sh));
   };
@@ -342,7 +341,7 @@ void CudaBackend::decode_attention_batch(std::span<const DecodeSeq> seqs, const 
   cuda::TqCodecDev kc, vc;
   auto need = [&](cuda::AttnShape sh, const cuda::AttnPlan& plan) {
     sh.max_len = int64_t(1) << 40;
-    sh.exact_tail = false;
+    sh.tail_rows = 0;
     const cuda::AttnPlan most = cuda::choose_attention(info_, sh);
     const cuda::AttnPlan& big = most.n_split > plan.n_split ? most : plan;
     return cuda::decode_attention_workspace(big, int(sh.batch), int(n_head), int(sh.head_dim));

@@ -80,7 +80,6 @@ void CudaBackend::tq_decode(const TqAttentionArgs& a, const cuda::TqCodecDev& kc
   s.head_dim = st.head_dim;
   s.max_len = a.n_rec;
   s.format = cuda::KvFormat::TurboQuant;
-  s.exact_tail = a.n_exact > 0;
   s.tail_rows = a.n_exact;
   const cuda::AttnPlan plan = cuda::choose_attention(info_, s);
   if (plan.kernel != cuda::AttnKernel::DecodeSplitK)
@@ -89,7 +88,7 @@ void CudaBackend::tq_decode(const TqAttentionArgs& a, const cuda::TqCodecDev& kc
   // decode step, so later steps (growing contexts) allocate nothing.
   cuda::AttnShape longest = s;
   longest.max_len = int64_t(1) << 40;
-  longest.exact_tail = false;
+  longest.tail_rows = 0;
   const cuda::AttnPlan most = cuda::choose_attention(info_, longest);
   const cuda::AttnPlan& big = most.n_split > plan.n_split ? most : plan;
   tq_grow(tq_ws_, cuda::decode_attention_workspace(big, 1, int(a.n_head), int(st.head_dim)));

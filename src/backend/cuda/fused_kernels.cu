@@ -5,8 +5,8 @@
 // TurboQuant, in the same launch).
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "backend/cuda/cuda_common.cuh"

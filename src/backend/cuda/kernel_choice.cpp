@@ -53,9 +53,9 @@ AttnPlan choose_attention(const DeviceInfo& dev, const AttnShape& s) {
   const int64_t wave = int64_t(kTq128BlocksPerSm) * dev.n_sm / base;
   const int64_t want = tq128 ? std::max<int64_t>(1, wave) : (4LL * dev.n_sm + base - 1) / base;
   int64_t most = std::max<int64_t>(1, (s.max_len + kMinSplitTokens - 1) / kMinSplitTokens);
-  if (tq128 && s.exact_tail)
-    most = std::max<int64_t>(most, ((s.tail_rows > 0 ? s.tail_rows : 128) +
-                                    kTq128TailRowsPerSplit - 1) / kTq128TailRowsPerSplit);
+  if (tq128)
+    most = std::max<int64_t>(most, (s.tail_rows + kTq128TailRowsPerSplit - 1) /
+                                       kTq128TailRowsPerSplit);
   if (s.format == KvFormat::BF16)
     most = std::max(most, std::min<int64_t>(kShortSplits, (s.max_len + kMinSplitTokensBf16 - 1) /
                                                               kMinSplitTokensBf16));

@@ -30,8 +30,7 @@ struct AttnShape {
   int key_bits = 4, value_bits = 4;  // TurboQuant widths (integer bits; fractional: 0)
   bool hadamard = true;        // TurboQuant rotation is the randomized Hadamard
   bool fp16_scale = true;      // TurboQuant scale stored as fp16
-  bool exact_tail = false;     // TurboQuant: sequences have exact tail rows (recent window)
-  int64_t tail_rows = 0;       // their longest tail (0 with exact_tail: taken as 128 rows)
+  int64_t tail_rows = 0;       // TurboQuant: the longest exact tail (recent-window rows), or 0
   bool all_keys_visible = true;  // every key is visible to every query (decode without a
                                  // window cut); split-K decode has no causal or window mask
 };

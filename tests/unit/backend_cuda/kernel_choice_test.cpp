@@ -48,16 +48,15 @@ TEST(KernelChoice, SplitsShrinkWithBatchAndShortContexts) {
   EXPECT_EQ(big.n_split, 132 * kTq128BlocksPerSm / 64);  // 64 (seq, head) pairs
   // An exact tail takes no block of its own (the split blocks take its 32-row chunks).
   AttnShape tail = decode(KvFormat::TurboQuant, 8, 32768);
-  tail.exact_tail = true;
+  tail.tail_rows = 128;
   EXPECT_EQ(choose_attention(h200(), tail).n_split, 132 * kTq128BlocksPerSm / 64);
   tail.batch = 1;
   EXPECT_EQ(choose_attention(h200(), tail).n_split, 132 * kTq128BlocksPerSm / 8);
   AttnPlan tiny = choose_attention(h200(), decode(KvFormat::TurboQuant, 1, 300));
   EXPECT_EQ(tiny.n_split, 2);  // at least kMinSplitTokens per split
-  // A short context with a tail (128 rows by default): a split per kTq128TailRowsPerSplit rows,
-  // up to the wave.
+  // A short context with a tail: a split per kTq128TailRowsPerSplit rows, up to the wave.
   AttnShape short_tail = decode(KvFormat::TurboQuant, 1, 300);
-  short_tail.exact_tail = true;
+  short_tail.tail_rows = 128;
   EXPECT_EQ(choose_attention(h200(), short_tail).n_split, 128 / kTq128TailRowsPerSplit);
   short_tail.tail_rows = 40;
   EXPECT_EQ(choose_attention(h200(), short_tail).n_split, 40 / kTq128TailRowsPerSplit);

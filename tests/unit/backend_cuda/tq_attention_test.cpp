@@ -148,7 +148,6 @@ void tq_decode_case(Backend& be, const DecodeCase& c) {
   cuda::AttnShape s;
   s.batch = B, s.n_head = c.n_head, s.n_head_kv = c.n_kv, s.head_dim = d, s.max_len = max_len;
   s.format = KvFormat::TurboQuant;
-  s.exact_tail = has_tail;
   s.tail_rows = has_tail ? *std::max_element(c.tail.begin(), c.tail.end()) : 0;
   AttnPlan plan = cuda::choose_attention(cuda::device_info(), s);
   ASSERT_EQ(plan.kernel, cuda::AttnKernel::DecodeSplitK);
