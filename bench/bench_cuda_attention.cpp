@@ -1,7 +1,9 @@
 // CUDA benchmarks: split-K decode attention on dense bf16 and TuroQuant 4-bit K/V (Qwen3-8B
 // heads: 32 q / 8 kv, d=128; batch 1 and 8; contexts 4K-128K), TurboQuant encode, and the
 // cuBLASLt linear layers, each printed as achieved GB/s or TFLOP/s next to the measured ceiling.
-// Usage: bench_cuda_attention [--csv FILE] [--quick] [--decode-only] [--batch N]. PyTorch SDPA is measured by
+// Usage: bench_cuda_attention [--csv FILE] [--quick] [--decode-only] [--batch N]. Probes (env):
+// TQ_BENCH_SPLITS=N forces the TurboQuant split count; TQ_DECODE_STAMPS=1 prints per-phase times
+// of the TurboQuant kernel (docs/gpu.md lists the kernel switches). PyTorch SDPA is measured by
 // bench/bench_cuda_sdpa.py in the same device call and merged there.
 #include <algorithm>
 #include <cmath>
@@ -99,6 +101,8 @@ Row bench_decode(Backend& be, cuda::KvFormat fmt, int B, int64_t L, const cuda::
   s.format = fmt;
   s.tail_rows = tail;
   c.plan = cuda::choose_attention(cuda::device_info(), s);
+  if (const char* e = std::getenv("TQ_BENCH_SPLITS"); e && tq)  // exploring the split count
+    c.plan.n_split = std::max(1, std::atoi(e));
   // Exact tail (TurboQuant's recent-exact window): `tail` rotated f32 rows per (seq, kv head).
   const size_t tail_elems = size_t(B) * n_kv * size_t(std::max(tail, 1)) * d;
   DeviceBuffer kt(&be, tail_elems * 4), vt(&be, tail_elems * 4), tl(&be, size_t(B) * 4);
@@ -115,6 +119,7 @@ Row bench_decode(Backend& be, cuda::KvFormat fmt, int B, int64_t L, const cuda::
   a.q = q.f32(), a.out = out.f32(), a.format = fmt;
   a.seq_stride = n_kv * cap, a.head_stride = cap;
   a.lens = static_cast<const int32_t*>(lens_d.data());
+  if (B == 1 && !std::getenv("TQ_BENCH_LENS_ARRAY")) a.len = int32_t(L), a.tail_len = tail;  // as the engine
   a.batch = B, a.n_head = n_head, a.n_head_kv = n_kv, a.head_dim = d;
   a.k_codec = &kc, a.v_codec = &vc, a.workspace = ws.f32();
   if (tail > 0) {
@@ -126,6 +131,9 @@ Row bench_decode(Backend& be, cuda::KvFormat fmt, int B, int64_t L, const cuda::
   const double ms_ev = cuda::time_median_ms(run_decode, &c, 5, 50);
   // Like the SDPA baseline: 20 calls (rotating input sets) in one CUDA graph, GPU time only.
   const double ms = cuda::time_graph_ms(run_decode_on, &c, 20, 15);
+  if (tq && std::getenv("TQ_DECODE_STAMPS"))
+    std::printf("B=%d L=%lld tail %d: %s\n", B, static_cast<long long>(L), tail,
+                cuda::tq128_stamp_report().c_str());
   // Bytes the kernel must read: K and V of every visible token (codes + scales for TQ).
   const double bytes = double(B) * n_kv * L * (tq ? 2.0 * (d / 2 + 2) : 2.0 * d * 2) +
                        double(B) * n_kv * tail * 2.0 * d * 4;
@@ -167,7 +175,10 @@ int main(int argc, char** argv) {
   auto be = make_cuda_backend();
   const double copy_gbps = cuda::measure_copy_gbps(size_t(2) << 30);
   std::printf("ceiling: device-to-device copy %.0f GB/s (read + write)\n", copy_gbps);
-  std::printf("tq128 decode kernel: %d resident blocks per SM\n", cuda::tq128_blocks_per_sm());
+  std::printf("tq128 decode kernel: %d resident blocks per SM; clusters resident at once:",
+              cuda::tq128_blocks_per_sm());
+  for (int n : {2, 4, 8, 16}) std::printf(" %d of %d,", cuda::tq128_max_clusters(n), n);
+  std::printf(" (TQ_DECODE_CLUSTER=0: global merge)\n");
 
   quant::TqFormat f;
   quant::VectorCodec kcodec(f.key_config()), vcodec(f.value_config());

@@ -105,6 +105,7 @@ void CudaBackend::tq_decode(const TqAttentionArgs& a, const cuda::TqCodecDev& kc
   d.seq_stride = st.n_head_kv * st.cap;
   d.head_stride = st.cap;
   d.lens = iota + a.n_rec;
+  d.len = int32_t(a.n_rec);  // by value too: the kernel's first loads need no round trip
   d.batch = 1;
   d.n_head = int(a.n_head);
   d.n_head_kv = int(st.n_head_kv);
@@ -119,6 +120,7 @@ void CudaBackend::tq_decode(const TqAttentionArgs& a, const cuda::TqCodecDev& kc
     d.tail_seq_stride = st.n_head_kv * a.rows.cap;
     d.tail_head_stride = a.rows.cap;
     d.tail_lens = iota + a.n_exact;
+    d.tail_len = int32_t(a.n_exact);
   }
   cuda::decode_attention(d, plan, stream_);
 }

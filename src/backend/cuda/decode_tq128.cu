@@ -11,11 +11,15 @@
 // query fragments and partial sums, rotations in registers, the merge without block barriers;
 // v10 the exact tail folded into the split blocks (was one more block per (sequence, kv head):
 // slow alone at batch 1, a second wave at batch 8).
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "backend/cuda/async_copy.cuh"
+#include "backend/cuda/cluster.cuh"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/tq128_merge.cuh"
 #include "backend/cuda/tq_cuda.h"
@@ -44,20 +48,18 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gid = lane >> 2, tig = lane & 3;
   const int g0 = sub * 8, gn = min(8, p.G - g0);
   if (p.mode == 3) return;  // probe: launch cost only
-  // Shared-memory-only prologue first: with programmatic dependent launch it overlaps the end of
-  // the previous kernel; griddepcontrol.wait then orders every global read after it (a no-op
-  // without PDL). Warp 0 leaves the table to the others and goes on to the stage loads.
+  stamp(p, 0);
+  // griddepcontrol.wait orders every global read after the previous kernel (a no-op without
+  // programmatic dependent launch). The lengths and the queries are loaded first, so that their
+  // latency hides behind the table build; warp 0 leaves the table to the others and goes on to
+  // the stage loads. (A warp of its own for the loads, the others waiting for it only at their
+  // last prologue stage, was tried: the prologue stayed as long, and that warp, late from the
+  // start, then refilled every slot and held the loop back: -10% at batch 8.)
   if (tid == 0) {
     for (int i = 0; i < kStages; ++i) mbar_init(&full[i], 1), released[i] = 0;
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  // Table: 32 copies of each entry, 16 bytes per store.
-  for (int i = tid - 32; i < 256 * 8; i += kThreads - 32) {
-    if (i < 0) break;
-    const int e = i >> 3;
-    const uint32_t h = pack_half2(p.cent[e & 15], p.cent[e >> 4]);
-    reinterpret_cast<uint4*>(smem + e * kLutStride)[i & 7] = make_uint4(h, h, h, h);
-  }
+  stamp(p, 1);
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   // Sequence b's storage: its descriptor (batched form) or b * seq_stride into the arrays.
   const uint8_t* kseq = p.k;
@@ -84,8 +86,22 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
     L = d.len;
     if (d.k_tail) TL = d.tail_len;
   } else {
-    L = p.lens[b];
-    if (p.tlens && p.kt) TL = p.tlens[b];
+    L = p.len1 >= 0 ? p.len1 : p.lens[b];
+    if (p.kt) TL = p.tlen1 >= 0 ? p.tlen1 : p.tlens ? p.tlens[b] : 0;
+  }
+  const int q_head0 = hk * p.G + g0;
+  const float* qsrc = p.q + (qrow * p.n_head + q_head0) * D;
+  float qx[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // warp g < 8: head g's coordinates 4 lane ..
+  if (warp < gn) {
+    const float4 v = reinterpret_cast<const float4*>(qsrc + warp * D)[lane];
+    qx[0] = v.x, qx[1] = v.y, qx[2] = v.z, qx[3] = v.w;
+  }
+  // Table: 32 copies of each entry, 16 bytes per store.
+  for (int i = tid - 32; i < 256 * 8; i += kThreads - 32) {
+    if (i < 0) break;
+    const int e = i >> 3;
+    const uint32_t h = pack_half2(p.cent[e & 15], p.cent[e >> 4]);
+    reinterpret_cast<uint4*>(smem + e * kLutStride)[i & 7] = make_uint4(h, h, h, h);
   }
   const int units = (L + 7) / 8;
   const int s0 = 8 * int(int64_t(units) * split / p.n_split);
@@ -140,8 +156,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   if (pre) load_rows(0, tpre, kPreRows);
   if (tid == 0)
     for (int i = 0; i < kStages - 1; ++i) issue(i, i);
-  const int q_head0 = hk * p.G + g0;
-  const float* qsrc = p.q + (qrow * p.n_head + q_head0) * D;
+  stamp(p, 2);
   // y = D2 H D1 q / sqrt(D) in registers: warp g takes head g (v9). A third copy is kept for the
   // exact tail: the last stage slot, where the queries live, takes codes from the 6th stage on.
   if (warp < 8) {
@@ -151,8 +166,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int c = 4 * lane + i;
-      const float x = g < gn ? qsrc[g * D + c] : 0.0f;
-      e[i] = sign_bit(p.ksign_in, c) ? -x : x;
+      e[i] = sign_bit(p.ksign_in, c) ? -qx[i] : qx[i];
     }
     fwht128(e, lane);
 #pragma unroll
@@ -185,6 +199,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
       }
     }
     __syncthreads();  // the queries are in registers: their slot takes the last prologue stage
+    stamp(p, 3);
+    stamp(p, 4);  // (again at the first stage's arrival, if there is one)
     if (tid == 0) issue(kStages - 1, kStages - 1);
     const uint32_t lane4 = uint32_t(lane) * 4u;
     // No block-wide barrier per stage: each warp waits for its data only, and the last warp to
@@ -196,6 +212,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
     uint32_t phase = 0;
     for (int it = grp; it < n_it; it += kGroups) {
       mbar_wait(&full[slot], phase);
+      if (it == 0) stamp(p, 4);
       const uint8_t* st = stages + slot * kStageBytes;
       const uint16_t* kss = reinterpret_cast<const uint16_t*>(st + 2 * kStageTok * kRow);
       const uint16_t* vss = kss + kStageTok;
@@ -324,6 +341,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   }
   cp_wait<0>();
   __syncthreads();  // stages and the table are free from here: reuse them as scratch
+  stamp(p, 5);
 
   // Per-warp partials [2][kWarps][8][D] (codes, then the exact tail; columns by wcol(), v9), each
   // half followed by its (m, l) [kWarps][8] x 2. The tail half lies past the tail chunk buffers.
@@ -435,45 +453,91 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
     }
   }
   __syncthreads();
-  // The block's partial: the codes' warps, and with tail rows here the tail's warps too.
-  const int halves = n_mine > 0 ? 2 : 1;
-  for (int i = tid; i < gn * D; i += kThreads) {
-    const int g = i / D, c = i % D;
-    float M = kNegInf;
-    for (int hf = 0; hf < halves; ++hf) {
-      const float* pm = hf ? tm : wm;
+  // The block's partial: the codes' warps, and with tail rows here the tail's warps too. With
+  // the cluster merge (v11) it stays in this block's shared memory (the exact-tail prefetch
+  // region, free from here), else it goes to the global workspace. Weights first (one warp per
+  // head), then a float4 of columns per thread (was: one column per thread, each recomputing
+  // the maximum and the weights: 1.35 us at batch 1).
+  float* bpart = tpre;            // [8][D]
+  float* bml = tpre + 8 * D;      // [8][2]: (m, l)
+  float* wgt = bml + 16;          // [2 * kWarps][8]: each warp partial's weight in the block's
+  const int nj = (n_mine > 0 ? 2 : 1) * kWarps;  // warp partials: the codes', then the tail's
+  stamp(p, 6);
+  if (warp < gn) {  // warp g: head g's maximum, weights and sum over the nj partials (v11)
+    const int g = warp, j = lane;
+    const float m = j < nj ? (j < kWarps ? wm : tm)[(j % kWarps) * 8 + g] : kNegInf;
+    float M = m;
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) M = fmaxf(M, pm[w * 8 + g]);
-    }
-    float a = 0.0f, l = 0.0f;
-    if (M != kNegInf) {
-      for (int hf = 0; hf < halves; ++hf) {
-        const float* pa = hf ? tacc : wacc;
-        const float* pm = hf ? tm : wm;
-        const float* pl = hf ? tl : wl;
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    const float e = M == kNegInf || j >= nj ? 0.0f : exp2f(m - M);
+    float l = j < nj ? e * (j < kWarps ? wl : tl)[(j % kWarps) * 8 + g] : 0.0f;
 #pragma unroll
-        for (int w = 0; w < kWarps; ++w) {
-          const float e = exp2f(pm[w * 8 + g] - M);
-          a += e * pa[(w * 8 + g) * D + wcol(g, c, swz)];
-          l += e * pl[w * 8 + g];
-        }
-      }
+    for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
+    if (j < nj) wgt[j * 8 + g] = e;
+    if (lane == 0) bml[2 * g] = M, bml[2 * g + 1] = l;
+  }
+  __syncthreads();
+  stamp(p, 7);
+  if (tid < gn * (D / 4)) {  // head g = warp, columns 4 lane .. + 3: a float4 of each partial
+    const int g = warp, c = 4 * lane;
+    const int x = wcol(g, c, swz) ^ c;  // the float2 at c sits at c ^ x, the one at c + 2 at ^ 2
+    const int off = g * D + ((c ^ x) & ~3);
+    float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int j = 0; j < nj; ++j) {
+      const float* pa = (j < kWarps ? wacc : tacc) + (j % kWarps) * 8 * D;
+      const float4 v = *reinterpret_cast<const float4*>(pa + off);
+      const float e = wgt[j * 8 + g];
+      a.x += e * v.x, a.y += e * v.y, a.z += e * v.z, a.w += e * v.w;
     }
-    const int64_t slot = (int64_t(b) * p.n_head + q_head0 + g) * p.n_total + split;
-    p.part_acc[slot * D + c] = a;
-    if (c == 0) p.part_ml[slot * 2] = M, p.part_ml[slot * 2 + 1] = l;
+    if (x & 2) a = make_float4(a.z, a.w, a.x, a.y);
+    if (p.cluster) {
+      reinterpret_cast<float4*>(bpart + g * D)[lane] = a;
+    } else {
+      const int64_t slot = (int64_t(b) * p.n_head + q_head0 + g) * p.n_total + split;
+      reinterpret_cast<float4*>(p.part_acc + slot * D)[lane] = a;
+      if (lane == 0) reinterpret_cast<float2*>(p.part_ml)[slot] = make_float2(bml[2 * g], bml[2 * g + 1]);
+    }
+  }
+
+  stamp(p, 8);
+  if (p.cluster) {
+    // v11: one barrier makes every split's partial visible across the cluster (its rank is the
+    // split: the cluster spans grid x); head g is merged by warp g / n of block g % n, reading
+    // the n partials from the blocks' shared memory; a second barrier keeps every block's
+    // partial alive until its readers are done.
+    cluster_sync();
+    stamp(p, 9);
+    stamp(p, 10);  // (again in the merge, once the splits' partials have arrived)
+    const int n = p.n_total, g = split + warp * n;
+    if (warp * n < gn && g < gn) {
+      float* scratch = reinterpret_cast<float*>(smem) + warp * 2 * n;  // the table: free
+      const float* col = bpart + g * D + 4 * lane;
+      const float* ml = bml + 2 * g;
+      merge_head(
+          p, n, [&](int s) { return dsmem_ld4(dsmem_addr(col, uint32_t(s))); },
+          [&](int s) { return dsmem_ld2(dsmem_addr(ml, uint32_t(s))); }, scratch, scratch + n,
+          p.out + (qrow * p.n_head + q_head0 + g) * D);
+    }
+    cluster_sync();
+    stamp(p, 11);
+    return;
   }
 
   // The last block of this (sequence, kv head, subgroup) merges all splits.
+  // (v11: one thread's acquire-release atomic after the barrier; was a fence by every thread,
+  // each an L1 invalidate: ~0.5 us.)
   __shared__ int s_last;
-  __threadfence();
   __syncthreads();
   const int cidx = (b * p.n_head_kv + hk) * p.n_sub + sub;
-  if (tid == 0) s_last = atomicAdd(p.counters + cidx, 1) == p.n_total - 1;
+  if (tid == 0) s_last = atomic_add_acq_rel(p.counters + cidx, 1) == p.n_total - 1;
   __syncthreads();
-  if (!s_last) return;
-  merge_splits(p, smem, b, q_head0, gn, qrow);  // fence, then the merge (tq128_merge.cuh)
-  if (tid == 0) p.counters[cidx] = 0;  // ready for the next launch
+  stamp(p, 9);
+  stamp(p, 10);  // (again in the merge, once the splits' partials have arrived)
+  if (s_last) {
+    merge_splits(p, smem, b, q_head0, gn, qrow);  // tq128_merge.cuh
+    if (tid == 0) p.counters[cidx] = 0;  // ready for the next launch
+  }
+  stamp(p, 11);
 }
 
 // Per-process counters for the fused merge (grown on demand, self-resetting). One launch at a
@@ -495,6 +559,29 @@ int* merge_counters(size_t n) {
   return buf;
 }
 
+// Probe TQ_DECODE_STAMPS=1: the stamp buffer of the last launch (grown on demand).
+struct Stamps {
+  std::mutex mu;
+  unsigned long long* buf = nullptr;
+  size_t cap = 0, used = 0;  // blocks
+};
+Stamps& stamps() {
+  static Stamps s;
+  return s;
+}
+unsigned long long* stamp_buffer(size_t blocks) {
+  Stamps& s = stamps();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (blocks > s.cap) {
+    CUDA_CHECK(cudaDeviceSynchronize());
+    if (s.buf) CUDA_CHECK(cudaFree(s.buf));
+    CUDA_CHECK(cudaMalloc(&s.buf, blocks * (kStamps + 2) * sizeof(unsigned long long)));
+    s.cap = blocks;
+  }
+  s.used = blocks;
+  return s.buf;
+}
+
 // v8 (32 tokens per warp per stage) by default; TQ_DECODE_TQ_V7=1 selects v7 (16), for same-run
 // comparisons. TQ_DECODE_PDL=1 launches with programmatic dependent launch.
 bool env_flag(const char* name) {
@@ -508,12 +595,84 @@ TqKernel tq128_kernel_choice() {
 }
 void configure(TqKernel k) {
   CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
+  CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   // Ask for the largest shared-memory carveout: kBlocksPerSm blocks per SM.
   CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
                                   int(cudaSharedmemCarveoutMaxShared)));
 }
 
+// v11's cluster merge needs all n_split blocks of a (sequence, kv head, subgroup) in one
+// cluster (at most kMaxCluster, the non-portable limit) and the whole grid resident at once:
+// clusters are placed within a GPC, so fewer of them may fit than blocks per SM suggest.
+constexpr int kMaxCluster = 16;
+int max_active_clusters(TqKernel k, int n_split) {
+  static std::mutex mu;
+  static int cache[kMaxCluster + 1] = {};
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache[n_split] == 0) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(n_split, 1, 1);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = kSmem;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = n_split, attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int n = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, k, &cfg));
+    cache[n_split] = n > 0 ? n : -1;
+  }
+  return cache[n_split];
+}
+bool use_cluster(TqKernel k, int n_split, int64_t n_clusters) {
+  const char* off = std::getenv("TQ_DECODE_CLUSTER");  // per launch: the tests switch it
+  if ((off && std::atoi(off) == 0) || n_split > kMaxCluster) return false;
+  return n_split == 1 || max_active_clusters(k, n_split) >= n_clusters;
+}
+
 }  // namespace
+
+std::string tq128_stamp_report() {
+  Stamps& st = stamps();
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (!st.buf || st.used == 0) return "no stamps (set TQ_DECODE_STAMPS=1)";
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const size_t w = kStamps + 2;
+  std::vector<unsigned long long> h(st.used * w);
+  CUDA_CHECK(cudaMemcpy(h.data(), st.buf, h.size() * sizeof(h[0]), cudaMemcpyDeviceToHost));
+  // Cycles per ns from all blocks' spans (the global timer is coarse; the sum averages it out).
+  double cyc = 0, ns = 0;
+  unsigned long long g0 = ~0ull, g1 = 0, gmax0 = 0;
+  for (size_t b = 0; b < st.used; ++b) {
+    const unsigned long long* s = &h[b * w];
+    cyc += double(s[kStamps - 1] - s[0]);
+    ns += double(s[kStamps + 1] - s[kStamps]);
+    g0 = std::min(g0, s[kStamps]), gmax0 = std::max(gmax0, s[kStamps]);
+    g1 = std::max(g1, s[kStamps + 1]);
+  }
+  const double per_ns = ns > 0 ? cyc / ns : 1.98;
+  std::string out = "stamps over " + std::to_string(st.used) + " blocks (" +
+                    std::to_string(per_ns).substr(0, 4) + " cycles/ns): start skew " +
+                    std::to_string(int(gmax0 - g0)) + " ns, first start to last end " +
+                    std::to_string(int(g1 - g0)) + " ns; phase medians / max (ns):";
+  for (int k = 1; k < kStamps; ++k) {
+    std::vector<double> d(st.used);
+    for (size_t b = 0; b < st.used; ++b)
+      d[b] = double(h[b * w + k] - h[b * w + k - 1]) / per_ns;
+    std::sort(d.begin(), d.end());
+    out += " " + std::to_string(k) + ":" + std::to_string(int(d[d.size() / 2])) + "/" +
+           std::to_string(int(d.back()));
+  }
+  return out;
+}
+
+int tq128_max_clusters(int n_split) {
+  if (n_split < 1 || n_split > kMaxCluster) return 0;
+  const TqKernel k = tq128_kernel_choice();
+  configure(k);
+  return std::max(0, max_active_clusters(k, n_split));
+}
 
 int tq128_blocks_per_sm() {
   const TqKernel k = tq128_kernel_choice();
@@ -553,6 +712,9 @@ void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void*
   p.t_seq_stride = a.tail_seq_stride;
   p.t_head_stride = a.tail_head_stride;
   p.tlens = a.tail_lens;
+  const bool by_value = a.batch == 1 && !a.seqs;
+  p.len1 = by_value && a.len >= 0 ? a.len : -1;
+  p.tlen1 = by_value && a.tail_len >= 0 ? a.tail_len : -1;
   p.seqs = a.seqs;
   p.n_head = a.n_head;
   p.n_head_kv = a.n_head_kv;
@@ -566,6 +728,9 @@ void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void*
   p.mode = mode;
   static const bool no_swizzle = env_flag("TQ_DECODE_NO_SWIZZLE");
   p.swizzle = no_swizzle ? 0 : 1;
+  static const bool want_stamps = env_flag("TQ_DECODE_STAMPS");
+  p.stamps = want_stamps ? stamp_buffer(size_t(p.n_total) * a.n_head_kv * plan.n_sub * a.batch)
+                         : nullptr;
   for (int i = 0; i < 16; ++i) {
     if (a.k_codec->centroids[i] != a.v_codec->centroids[i])
       raise("decode_attention: K and V codebooks differ (widths or head_dim)");
@@ -583,16 +748,27 @@ void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void*
   static std::once_flag configured;
   std::call_once(configured, [kern] { configure(kern); });
   static const bool pdl = env_flag("TQ_DECODE_PDL");
+  const int64_t n_clusters = int64_t(a.batch) * a.n_head_kv * plan.n_sub;
+  p.cluster = use_cluster(kern, p.n_total, n_clusters) ? 1 : 0;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(p.n_total, a.n_head_kv * plan.n_sub, a.batch);
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = kSmem;
   cfg.stream = as_stream(stream);
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  int n_attr = 0;
+  if (pdl) {
+    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n_attr++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (p.cluster && p.n_total > 1) {
+    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
+    attr[n_attr].val.clusterDim.x = unsigned(p.n_total);
+    attr[n_attr].val.clusterDim.y = attr[n_attr].val.clusterDim.z = 1;
+    ++n_attr;
+  }
   cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
+  cfg.numAttrs = n_attr;
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, kern, p));
   check_last_launch("tq128_kernel");
 }

@@ -52,6 +52,7 @@ struct TqParams {
   const float* vt;
   int64_t t_seq_stride, t_head_stride;
   const int32_t* tlens;
+  int len1, tlen1;  // batch 1: the lengths by value (>= 0), else -1 (read lens / tlens)
   const DecodeSeqDesc* seqs;  // batched form: per-sequence pointers (then k .. tlens unused)
   int n_head, n_head_kv, G, n_split, n_total, n_sub;
   float qscale;
@@ -59,9 +60,37 @@ struct TqParams {
   // math (prologue + merge chain); 3 return at once (launch cost).
   int mode;
   int swizzle;  // 1 (v9): conflict-free query fragment loads and partial-sum stores; 0: v8
+  // 1 (v11): the splits of a (sequence, kv head, subgroup) form one cluster (or n_split is 1)
+  // and merge through distributed shared memory; 0: the last block merges from global memory.
+  int cluster;
+  // Probe TQ_DECODE_STAMPS=1: thread 0 of each block writes kStamps clock64 values (phases
+  // below) and the %globaltimer at its start and end to stamps[block * (kStamps + 2) ..].
+  unsigned long long* stamps;
   float cent[16];
   uint32_t ksign_in[8], ksign_out[8], vsign_in[8], vsign_out[8];
 };
+
+// Phases stamped by the probe (thread 0): 0 start, 1 barriers initialised, 2 first stages
+// issued, 3 queries in registers, 4 first stage arrived (warp 0), 5 codes done, 6 exact tail done and the warps'
+// partials stored, 7 their weights, 8 the block's partial combined, 9 merge decided (the counter,
+// or the first cluster barrier), 10 the merging warp has the splits' (m, l), 11 end.
+constexpr int kStamps = 12;
+// Kept in shared memory until the last one (a global store before the barrier-init fence
+// would make the fence wait for it).
+__device__ __forceinline__ void stamp(const TqParams& p, int k) {
+  __shared__ unsigned long long keep[kStamps + 2];
+  if (!p.stamps || threadIdx.x != 0) return;
+  keep[k] = clock64();
+  if (k == 0 || k == kStamps - 1) {
+    unsigned long long g;
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(g));
+    keep[kStamps + (k ? 1 : 0)] = g;
+  }
+  if (k == kStamps - 1) {
+    const unsigned blk = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    for (int i = 0; i < kStamps + 2; ++i) p.stamps[blk * (kStamps + 2) + i] = keep[i];
+  }
+}
 
 __device__ __forceinline__ bool sign_bit(const uint32_t* mask, int i) {
   return (mask[i >> 5] >> (i & 31)) & 1u;
@@ -100,70 +129,80 @@ __device__ __forceinline__ uint32_t lut_byte(const uint8_t* lut, uint32_t lane4,
   return *reinterpret_cast<const uint32_t*>(lut + off);
 }
 
-// Merge of all splits by the last block to finish (after its fence): warp g < gn takes head g.
+// Merge of one head's n splits by one warp (lane l: columns 4 l .. 4 l + 3), undoing the V
+// rotation: acc_of(s) gives split s's float4 of columns, ml_of(s) its (m, l); wg and lg are n
+// floats of this warp's scratch. The lanes issue the column loads of the first 16 splits, then
+// the (m, l) loads (one round trip for both), and compute the weights while the columns arrive.
+template <class AccOf, class MlOf>
+__device__ __forceinline__ void merge_head(const TqParams& p, int n, AccOf acc_of, MlOf ml_of,
+                                           float* wg, float* lg, float* orow) {
+  const int lane = threadIdx.x & 31;
+  float4 v[16];
+#pragma unroll
+  for (int u = 0; u < 16; ++u) v[u] = u < n ? acc_of(u) : make_float4(0, 0, 0, 0);
+  float M = kNegInf;
+  for (int s = lane; s < n; s += 32) {
+    const float2 ml = ml_of(s);
+    wg[s] = ml.x;
+    lg[s] = ml.y;
+    M = fmaxf(M, ml.x);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+  stamp(p, 10);
+  float l = 0.0f;
+  for (int s = lane; s < n; s += 32) {
+    const float e = M == kNegInf ? 0.0f : exp2f(wg[s] - M);
+    wg[s] = e;
+    l += e * lg[s];
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  for (int s = lane; s < n; s += 32) wg[s] *= inv;
+  __syncwarp();
+  float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int s0b = 0; s0b < n; s0b += 16) {
+    if (s0b > 0) {
+#pragma unroll
+      for (int u = 0; u < 16; ++u)
+        v[u] = s0b + u < n ? acc_of(s0b + u) : make_float4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < 16; ++u) {
+      const float w = s0b + u < n ? wg[s0b + u] : 0.0f;
+      a.x += w * v[u].x, a.y += w * v[u].y, a.z += w * v[u].z, a.w += w * v[u].w;
+    }
+  }
+  float e[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) e[i] = sign_bit(p.vsign_out, 4 * lane + i) ? -e[i] : e[i];
+  fwht128(e, lane);  // x = D1 H D2 y / sqrt(D), in registers (v9)
+  const float sc = rsqrtf(float(D));
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int c = 4 * lane + i;
+    orow[c] = e[i] * (sign_bit(p.vsign_in, c) ? -sc : sc);
+  }
+}
+
+// Merge of all splits by the last block to finish, from the partials in global memory (ordered
+// by its acquire-release count): warp g < gn takes head g (v9: no block barriers).
 __device__ __forceinline__ void merge_splits(const TqParams& p, uint8_t* smem, int b, int q_head0,
                                              int gn, int64_t qrow) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  __threadfence();
-  // Warp g merges head g alone (v9: no block barriers): its lanes first issue the loads of
-  // their float4 columns of the first 16 splits, then those of the splits' (m, l) (one L2 round
-  // trip for both), and compute the split weights while the columns arrive.
   float* wts = reinterpret_cast<float*>(smem);  // [8][n_total]: m, then normalised weights
   float* lsum = wts + 8 * p.n_total;            // [8][n_total]
   const int64_t row0 = (int64_t(b) * p.n_head + q_head0) * p.n_total;
-  if (tid < gn * (D / 4)) {  // warp g: head g, lane l its columns 4 l .. 4 l + 3
-    const int g = warp, c4 = lane;
-    const float4* pa = reinterpret_cast<const float4*>(p.part_acc + (row0 + int64_t(g) * p.n_total) * D) + c4;
-    float4 v[16];
-#pragma unroll
-    for (int u = 0; u < 16; ++u)
-      v[u] = u < p.n_total ? __ldcg(pa + int64_t(u) * (D / 4)) : make_float4(0, 0, 0, 0);
-    float* wg = wts + g * p.n_total;
-    float* lg = lsum + g * p.n_total;
-    float M = kNegInf;
-    for (int s = lane; s < p.n_total; s += 32) {
-      const float2 ml = __ldcg(reinterpret_cast<const float2*>(p.part_ml) + row0 + g * p.n_total + s);
-      wg[s] = ml.x;
-      lg[s] = ml.y;
-      M = fmaxf(M, ml.x);
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-    float l = 0.0f;
-    for (int s = lane; s < p.n_total; s += 32) {
-      const float e = M == kNegInf ? 0.0f : exp2f(wg[s] - M);
-      wg[s] = e;
-      l += e * lg[s];
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    for (int s = lane; s < p.n_total; s += 32) wg[s] *= inv;
-    __syncwarp();
-    float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int s0b = 0; s0b < p.n_total; s0b += 16) {
-      if (s0b > 0) {
-#pragma unroll
-        for (int u = 0; u < 16; ++u)
-          v[u] = s0b + u < p.n_total ? __ldcg(pa + int64_t(s0b + u) * (D / 4)) : make_float4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int u = 0; u < 16; ++u) {
-        const float w = s0b + u < p.n_total ? wg[s0b + u] : 0.0f;
-        a.x += w * v[u].x, a.y += w * v[u].y, a.z += w * v[u].z, a.w += w * v[u].w;
-      }
-    }
-    float e[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) e[i] = sign_bit(p.vsign_out, 4 * c4 + i) ? -e[i] : e[i];
-    fwht128(e, lane);  // x = D1 H D2 y / sqrt(D), in registers (v9)
-    const float sc = rsqrtf(float(D));
-    float* orow = p.out + (qrow * p.n_head + q_head0 + g) * D;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int c = 4 * c4 + i;
-      orow[c] = e[i] * (sign_bit(p.vsign_in, c) ? -sc : sc);
-    }
+  if (tid < gn * (D / 4)) {
+    const int g = warp;
+    const float4* pa =
+        reinterpret_cast<const float4*>(p.part_acc + (row0 + int64_t(g) * p.n_total) * D) + lane;
+    const float2* pml = reinterpret_cast<const float2*>(p.part_ml) + row0 + g * p.n_total;
+    merge_head(
+        p, p.n_total, [&](int s) { return __ldcg(pa + int64_t(s) * (D / 4)); },
+        [&](int s) { return __ldcg(pml + s); }, wts + g * p.n_total, lsum + g * p.n_total,
+        p.out + (qrow * p.n_head + q_head0 + g) * D);
   }
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "backend/cuda/kernel_choice.h"
 
@@ -59,6 +60,10 @@ struct DecodeAttnArgs {
   const uint16_t* v_scale = nullptr;
   int64_t seq_stride = 0, head_stride = 0;
   const int32_t* lens = nullptr;  // [B] context length of each sequence (device)
+  // Batch 1 without descriptors: the context and exact-tail lengths by value when the host knows
+  // them (>= 0; they must equal lens[0] and tail_lens[0]), so that the TurboQuant head_dim-128
+  // kernel issues its first loads without a round trip for the lengths. -1: read the arrays.
+  int32_t len = -1, tail_len = -1;
   int batch = 1, n_head = 32, n_head_kv = 8, head_dim = 128;
   float scale = 0.0f;            // 0: 1 / sqrt(head_dim)
   const TqCodecDev* k_codec = nullptr;  // host structs, TurboQuant only
@@ -84,6 +89,12 @@ struct DecodeAttnArgs {
 size_t decode_attention_workspace(const AttnPlan& plan, int batch, int n_head, int head_dim);
 // Resident blocks per SM of the TurboQuant head_dim-128 decode kernel (benchmarks, notes).
 int tq128_blocks_per_sm();
+// Clusters of n_split TurboQuant d=128 decode blocks that fit on the device at once (0: none, or
+// n_split past the cluster limit); the decode merges its splits in a cluster when they all fit.
+int tq128_max_clusters(int n_split);
+// Probe TQ_DECODE_STAMPS=1: a one-line summary of the last TurboQuant d=128 decode launch's
+// per-block phase times (decode_tq128.cu; benchmarks only).
+std::string tq128_stamp_report();
 // Queues the attention on `stream` (a cudaStream_t, nullptr = the legacy default stream).
 void decode_attention(const DecodeAttnArgs& a, const AttnPlan& plan, void* stream = nullptr);
 

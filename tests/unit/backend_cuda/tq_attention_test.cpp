@@ -4,6 +4,7 @@
 // filled with garbage (masking must hide them).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/cuda/tq_cuda.h"
@@ -142,7 +143,7 @@ void tq_decode_case(Backend& be, const DecodeCase& c) {
              nullptr);
     for (size_t i = 0; i < o.size(); ++i) ref[size_t(b * c.n_head * d) + i] = o[i];
   }
-  DeviceBuffer qd = to_dev(be, q), od = poisoned(be, q.size());
+  DeviceBuffer qd = to_dev(be, q);
   DeviceBuffer kcd = to_dev(be, kcodes), vcd = to_dev(be, vcodes);
   DeviceBuffer ksd = to_dev(be, kscale), vsd = to_dev(be, vscale), lens = to_dev(be, c.lens);
   cuda::AttnShape s;
@@ -153,7 +154,7 @@ void tq_decode_case(Backend& be, const DecodeCase& c) {
   ASSERT_EQ(plan.kernel, cuda::AttnKernel::DecodeSplitK);
   DeviceBuffer ws(&be, cuda::decode_attention_workspace(plan, B, c.n_head, d));
   cuda::DecodeAttnArgs a;
-  a.q = qd.f32(), a.out = od.f32(), a.format = KvFormat::TurboQuant;
+  a.q = qd.f32(), a.format = KvFormat::TurboQuant;
   a.k = kcd.data(), a.v = vcd.data();
   a.k_scale = static_cast<const uint16_t*>(ksd.data());
   a.v_scale = static_cast<const uint16_t*>(vsd.data());
@@ -167,15 +168,27 @@ void tq_decode_case(Backend& be, const DecodeCase& c) {
     a.tail_seq_stride = c.n_kv * tcap, a.tail_head_stride = tcap;
     a.tail_lens = static_cast<const int32_t*>(tlens.data());
   }
-  cuda::poison_shared_memory();  // stale shared memory must never reach the output
-  cuda::decode_attention(a, plan);
-  cuda::poison_shared_memory();
-  cuda::decode_attention(a, plan);  // twice: the fused merge's counters reset themselves
-  auto oh = from_dev(be, od, q.size());
-  const double err = rel_err(oh, ref);
-  std::printf("tq decode d=%d heads %d/%d B=%d splits %d tail %d: rel err %.2e\n", d, c.n_head,
-              c.n_kv, B, plan.n_split, int(has_tail), err);
-  EXPECT_LT(err, 5e-3);
+  // d = 128: the splits merge in a cluster (v11) by default, through global memory with
+  // TQ_DECODE_CLUSTER=0; at batch 1 also with the lengths passed by value. All must match.
+  for (int variant = 0; variant < (B == 1 ? 3 : 2); ++variant) {
+    const char* cluster = variant == 1 ? "0" : "1";
+    setenv("TQ_DECODE_CLUSTER", cluster, 1);
+    a.len = variant == 2 ? c.lens[0] : -1;
+    a.tail_len = variant == 2 && has_tail ? c.tail[0] : -1;
+    DeviceBuffer out = poisoned(be, q.size());
+    a.out = out.f32();
+    cuda::poison_shared_memory();  // stale shared memory must never reach the output
+    cuda::decode_attention(a, plan);
+    cuda::poison_shared_memory();
+    cuda::decode_attention(a, plan);  // twice: the fused merge's counters reset themselves
+    auto oh = from_dev(be, out, q.size());
+    const double err = rel_err(oh, ref);
+    std::printf("tq decode d=%d heads %d/%d B=%d splits %d tail %d cluster %s lens %s: rel err %.2e\n",
+                d, c.n_head, c.n_kv, B, plan.n_split, int(has_tail), cluster,
+                variant == 2 ? "by value" : "array", err);
+    EXPECT_LT(err, 5e-3) << "TQ_DECODE_CLUSTER=" << cluster << " variant " << variant;
+  }
+  unsetenv("TQ_DECODE_CLUSTER");
 }
 
 TEST(CudaTurboQuant, DecodeAttentionMatchesCpuReference) {
@@ -194,6 +207,8 @@ TEST(CudaTurboQuant, DecodeAttentionWithExactTailMatchesCpuReference) {
   auto be = make_cuda_backend();
   tq_decode_case(*be, {128, 32, 8, {1, 777, 5000}, {128, 0, 5}});
   tq_decode_case(*be, {128, 4, 2, {64, 2049}, {128, 128}});
+  tq_decode_case(*be, {128, 32, 8, {40000}, {128}});  // batch 1: lengths by value too
+  tq_decode_case(*be, {128, 32, 8, {3}, {77}});
   // 5 sequences x 8 kv heads with a tail, short contexts: more blocks than one wave.
   tq_decode_case(*be, {128, 32, 8, {700, 300, 1000, 64, 513}, {5, 0, 128, 17, 1}});
   // 16 sequences: one split per (sequence, kv head), so each block takes every chunk of its
