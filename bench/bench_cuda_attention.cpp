@@ -1,7 +1,8 @@
 // CUDA benchmarks: split-K decode attention on dense bf16 and TuroQuant 4-bit K/V (Qwen3-8B
 // heads: 32 q / 8 kv, d=128; batch 1 and 8; contexts 4K-128K), TurboQuant encode, and the
 // cuBLASLt linear layers, each printed as achieved GB/s or TFLOP/s next to the measured ceiling.
-// Usage: bench_cuda_attention [--csv FILE] [--quick] [--decode-only] [--batch N]. Probes (env):
+// Usage: bench_cuda_attention [--csv FILE] [--quick] [--decode-only] [--batch N] [--ctx N,N..].
+// Probes (env):
 // TQ_BENCH_SPLITS=N forces the TurboQuant split count; TQ_DECODE_STAMPS=1 prints per-phase times
 // of the TurboQuant kernel (docs/gpu.md lists the kernel switches). PyTorch SDPA is measured by
 // bench/bench_cuda_sdpa.py in the same device call and merged there.
@@ -161,11 +162,21 @@ int main(int argc, char** argv) {
   std::string csv;
   bool quick = false, decode_only = false;
   int only_batch = 0;  // --batch N: decode rows of that batch only (profiling)
+  std::vector<int64_t> only_ctx;  // --ctx N[,N..]: decode rows of those contexts only
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--decode-only")) decode_only = true;
     if (!std::strcmp(argv[i], "--batch") && i + 1 < argc) only_batch = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--ctx") && i + 1 < argc) {
+      const std::string list = argv[++i];
+      for (size_t at = 0; at <= list.size();) {
+        const size_t comma = std::min(list.find(',', at), list.size());
+        const int64_t n = std::atoll(list.substr(at, comma - at).c_str());
+        if (n > 0) only_ctx.push_back(n);
+        at = comma + 1;
+      }
+    }
   }
   if (!cuda_available()) {
     std::printf("no CUDA GPU: %s\n", cuda_device_summary().c_str());
@@ -184,7 +195,9 @@ int main(int argc, char** argv) {
   quant::VectorCodec kcodec(f.key_config()), vcodec(f.value_config());
   const cuda::TqCodecDev kc = cuda::make_tq_codec_dev(kcodec), vc = cuda::make_tq_codec_dev(vcodec);
   std::vector<Row> rows;
-  std::vector<int64_t> ctxs = quick ? std::vector<int64_t>{32768} : std::vector<int64_t>{4096, 32768, 131072};
+  std::vector<int64_t> ctxs = !only_ctx.empty() ? only_ctx
+                              : quick          ? std::vector<int64_t>{32768}
+                                               : std::vector<int64_t>{4096, 32768, 131072};
   const std::vector<int> batches = only_batch ? std::vector<int>{only_batch} : std::vector<int>{1, 8};
   for (int B : batches)
     for (int64_t L : ctxs)
