@@ -2,7 +2,8 @@
 // and scales staged in shared memory by a 5-deep pipeline of bulk copies (one thread, mbarrier),
 // tensor-core scores and PV on table-decoded codes, an optional exact tail (rotated f32 rows)
 // whose 32-row chunks the split blocks take after their codes, and the cross-split merge +
-// inverse V rotation fused into the last block of each (sequence, kv head).
+// inverse V rotation fused into the last block of each (sequence, kv head) or, v11, into a
+// cluster of its split blocks.
 //
 // Versions (bench/results/cuda-notes.md): v4 bulk copies + mbarrier, table lookups by PRMT + LDS;
 // v7 one block of 12 warps per SM sharing the 64 KB table, 192-token stages (6 slots of 25 KB,
@@ -11,6 +12,8 @@
 // query fragments and partial sums, rotations in registers, the merge without block barriers;
 // v10 the exact tail folded into the split blocks (was one more block per (sequence, kv head):
 // slow alone at batch 1, a second wave at batch 8).
+// v11 the splits of a (sequence, kv head) merge through distributed shared memory when they fit
+// one cluster (batch 6 and up on the H200), a cheaper block combine, batch-1 lengths by value.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
