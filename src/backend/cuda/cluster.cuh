@@ -1,5 +1,5 @@
-// Thread-block clusters (sm_90): the rank of a block in its cluster, the cluster-wide barrier,
-// and loads from another block's shared memory (distributed shared memory). A launch without
+// Thread-block clusters (sm_90): the cluster-wide barrier, and loads from another block's shared
+// memory (distributed shared memory). A launch without
 // a cluster attribute is a cluster of one block, where all of these still work.
 // Included only by .cu files of src/backend/cuda.
 #pragma once
@@ -11,11 +11,6 @@
 
 namespace tq::cuda {
 
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
 // Every thread of every block in the cluster: shared-memory writes before it are visible to
 // reads of other blocks after it.
 __device__ __forceinline__ void cluster_sync() {

@@ -94,7 +94,6 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t sad
                : "r"(saddr));
 }
 
-// 2^x by the MUFU unit (ex2.approx.ftz): 2^-inf = 0, about 2 ulp; softmax numerators.
 // atomicAdd with acquire-release semantics at GPU scope: after a block barrier, one thread's
 // call publishes the whole block's earlier writes (release is cumulative) and, for the block that
 // sees the final count, makes the other blocks' writes visible (acquire): no block-wide fence.
@@ -103,6 +102,7 @@ __device__ __forceinline__ int atomic_add_acq_rel(int* p, int v) {
   asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
   return old;
 }
+// 2^x by the MUFU unit (ex2.approx.ftz): 2^-inf = 0, about 2 ulp; softmax numerators.
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));

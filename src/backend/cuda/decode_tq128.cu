@@ -463,7 +463,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   // the maximum and the weights: 1.35 us at batch 1).
   float* bpart = tpre;            // [8][D]
   float* bml = tpre + 8 * D;      // [8][2]: (m, l)
-  float* wgt = bml + 16;          // [2 * kWarps][8]: each warp partial's weight in the block's
+  float* wgt = bml + 16;          // [2 * kWarps][8]: each warp partial's weight, per head
   const int nj = (n_mine > 0 ? 2 : 1) * kWarps;  // warp partials: the codes', then the tail's
   stamp(p, 6);
   if (warp < gn) {  // warp g: head g's maximum, weights and sum over the nj partials (v11)

@@ -71,9 +71,10 @@ struct TqParams {
 };
 
 // Phases stamped by the probe (thread 0): 0 start, 1 barriers initialised, 2 first stages
-// issued, 3 queries in registers, 4 first stage arrived (warp 0), 5 codes done, 6 exact tail done and the warps'
-// partials stored, 7 their weights, 8 the block's partial combined, 9 merge decided (the counter,
-// or the first cluster barrier), 10 the merging warp has the splits' (m, l), 11 end.
+// issued, 3 queries in registers, 4 first stage arrived (warp 0), 5 codes done, 6 exact tail done
+// and the warps' partials stored, 7 their weights, 8 the block's partial combined, 9 merge
+// decided (the counter, or the first cluster barrier), 10 the merging warp has the splits'
+// (m, l), 11 end.
 constexpr int kStamps = 12;
 // Kept in shared memory until the last one (a global store before the barrier-init fence
 // would make the fence wait for it).
