@@ -120,7 +120,10 @@ Row bench_decode(Backend& be, cuda::KvFormat fmt, int B, int64_t L, const cuda::
   a.q = q.f32(), a.out = out.f32(), a.format = fmt;
   a.seq_stride = n_kv * cap, a.head_stride = cap;
   a.lens = static_cast<const int32_t*>(lens_d.data());
-  if (B == 1 && !std::getenv("TQ_BENCH_LENS_ARRAY")) a.len = int32_t(L), a.tail_len = tail;  // as the engine
+  if (B == 1 && !std::getenv("TQ_BENCH_LENS_ARRAY")) {  // as the engine (the newest row fresh)
+    a.len = int32_t(L), a.tail_len = tail;
+    a.early_rows = tail > 0 ? int32_t(L) : int32_t(L) - 1;
+  }
   a.batch = B, a.n_head = n_head, a.n_head_kv = n_kv, a.head_dim = d;
   a.k_codec = &kc, a.v_codec = &vc, a.workspace = ws.f32();
   if (tail > 0) {

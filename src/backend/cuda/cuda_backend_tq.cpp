@@ -106,6 +106,9 @@ void CudaBackend::tq_decode(const TqAttentionArgs& a, const cuda::TqCodecDev& kc
   d.head_stride = st.cap;
   d.lens = iota + a.n_rec;
   d.len = int32_t(a.n_rec);  // by value too: the kernel's first loads need no round trip
+  // This step's append (the launch before) wrote record n_rec + n_exact - 1 alone: the older
+  // records may be loaded while it ends.
+  d.early_rows = int32_t(std::min(a.n_rec, a.n_rec + a.n_exact - 1));
   d.batch = 1;
   d.n_head = int(a.n_head);
   d.n_head_kv = int(st.n_head_kv);

@@ -52,18 +52,25 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   const int g0 = sub * 8, gn = min(8, p.G - g0);
   if (p.mode == 3) return;  // probe: launch cost only
   stamp(p, 0);
-  // griddepcontrol.wait orders every global read after the previous kernel (a no-op without
-  // programmatic dependent launch). The lengths and the queries are loaded first, so that their
-  // latency hides behind the table build; warp 0 leaves the table to the others and goes on to
-  // the stage loads. (A warp of its own for the loads, the others waiting for it only at their
-  // last prologue stage, was tried: the prologue stayed as long, and that warp, late from the
-  // start, then refilled every slot and held the loop back: -10% at batch 8.)
+  // v12: what no previous kernel writes comes before griddepcontrol.wait (which orders reads
+  // after the previous kernel in the stream; a no-op without programmatic dependent launch): the
+  // table (from the parameters) and, at batch 1 with the lengths by value, the first stages of
+  // the records the host says the previous kernel does not write (p.early rows). With PDL they
+  // overlap the previous kernel's end and the launch gap. Otherwise the queries are loaded first,
+  // so that their latency hides behind the table build. Warp 0 leaves the table to the others
+  // and issues the stage loads. (A warp of its own for the loads was tried: -10% at batch 8.)
   if (tid == 0) {
     for (int i = 0; i < kStages; ++i) mbar_init(&full[i], 1), released[i] = 0;
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  stamp(p, 1);
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  auto build_table = [&] {  // 32 copies of each entry, 16 bytes per store
+    for (int i = tid - 32; i < 256 * 8; i += kThreads - 32) {
+      if (i < 0) break;
+      const int e = i >> 3;
+      const uint32_t h = pack_half2(p.cent[e & 15], p.cent[e >> 4]);
+      reinterpret_cast<uint4*>(smem + e * kLutStride)[i & 7] = make_uint4(h, h, h, h);
+    }
+  };
   // Sequence b's storage: its descriptor (batched form) or b * seq_stride into the arrays.
   const uint8_t* kseq = p.k;
   const uint8_t* vseq = p.v;
@@ -73,50 +80,25 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   const float* vtseq = p.vt;
   int64_t seq_base = int64_t(b) * p.seq_stride, head_stride = p.head_stride;
   int64_t tail_base = int64_t(b) * p.t_seq_stride, tail_head_stride = p.t_head_stride, qrow = b;
-  int L, TL = 0;
-  if (p.seqs) {
-    const DecodeSeqDesc& d = p.seqs[b];
-    kseq = static_cast<const uint8_t*>(d.k);
-    vseq = static_cast<const uint8_t*>(d.v);
-    ksseq = d.k_scale;
-    vsseq = d.v_scale;
-    ktseq = d.k_tail;
-    vtseq = d.v_tail;
-    seq_base = tail_base = 0;
-    head_stride = d.head_stride;
-    tail_head_stride = d.tail_head_stride;
-    qrow = d.row;
-    L = d.len;
-    if (d.k_tail) TL = d.tail_len;
-  } else {
-    L = p.len1 >= 0 ? p.len1 : p.lens[b];
-    if (p.kt) TL = p.tlen1 >= 0 ? p.tlen1 : p.tlens ? p.tlens[b] : 0;
-  }
-  const int q_head0 = hk * p.G + g0;
-  const float* qsrc = p.q + (qrow * p.n_head + q_head0) * D;
-  float qx[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // warp g < 8: head g's coordinates 4 lane ..
-  if (warp < gn) {
-    const float4 v = reinterpret_cast<const float4*>(qsrc + warp * D)[lane];
-    qx[0] = v.x, qx[1] = v.y, qx[2] = v.z, qx[3] = v.w;
-  }
-  // Table: 32 copies of each entry, 16 bytes per store.
-  for (int i = tid - 32; i < 256 * 8; i += kThreads - 32) {
-    if (i < 0) break;
-    const int e = i >> 3;
-    const uint32_t h = pack_half2(p.cent[e & 15], p.cent[e >> 4]);
-    reinterpret_cast<uint4*>(smem + e * kLutStride)[i & 7] = make_uint4(h, h, h, h);
-  }
-  const int units = (L + 7) / 8;
-  const int s0 = 8 * int(int64_t(units) * split / p.n_split);
-  const int end = min(L, 8 * int(int64_t(units) * (split + 1) / p.n_split));
-  // Probe TQ_DECODE_MODE=2: no stage loads and no math (prologue, merge and launch chain only).
-  const int n_it = end > s0 && p.mode != 2 ? (end - s0 + kStageTok - 1) / kStageTok : 0;
-
-  const int64_t base = seq_base + int64_t(hk) * head_stride;
-  const uint8_t* krow = kseq + base * kRow;
-  const uint8_t* vrow = vseq + base * kRow;
-  const uint16_t* ksb = ksseq + base;
-  const uint16_t* vsb = vsseq + base;
+  const bool early = p.len1 >= 0 && p.early > 0;  // (batch 1 without descriptors)
+  int L = p.len1, TL = 0;
+  int s0 = 0, end = 0, n_it = 0;  // this split's tokens [s0, end), in n_it stages
+  const uint8_t* krow = nullptr;
+  const uint8_t* vrow = nullptr;
+  const uint16_t* ksb = nullptr;
+  const uint16_t* vsb = nullptr;
+  auto place = [&] {
+    const int units = (L + 7) / 8;
+    s0 = 8 * int(int64_t(units) * split / p.n_split);
+    end = min(L, 8 * int(int64_t(units) * (split + 1) / p.n_split));
+    // Probe TQ_DECODE_MODE=2: no stage loads and no math (prologue, merge and launch chain only).
+    n_it = end > s0 && p.mode != 2 ? (end - s0 + kStageTok - 1) / kStageTok : 0;
+    const int64_t base = seq_base + int64_t(hk) * head_stride;
+    krow = kseq + base * kRow;
+    vrow = vseq + base * kRow;
+    ksb = ksseq + base;
+    vsb = vsseq + base;
+  };
 
   // Stage it (tokens s0 + 64 it ..): K rows, V rows, K scales, V scales as 4 bulk copies issued
   // by thread 0 on barrier full[it % kStages]. Scales are copied in whole 8-token groups (16 B);
@@ -132,6 +114,51 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
     bulk_copy(st + 2 * kStageTok * kRow, ksb + tok, uint32_t(srows * 2), &full[slot]);
     bulk_copy(st + 2 * kStageTok * kRow + kStageTok * 2, vsb + tok, uint32_t(srows * 2), &full[slot]);
   };
+  int issued = 0;  // thread 0: stages issued before the wait
+  if (early) {
+    place();
+    // A stage goes early when its scale groups (whole 8-token groups) end within p.early rows.
+    if (tid == 0)
+      for (; issued < kStages - 1 && issued < n_it; ++issued) {
+        const int tok = s0 + issued * kStageTok;
+        if (tok + ((min(kStageTok, end - tok) + 7) & ~7) > p.early) break;
+        issue(issued, issued);
+      }
+    build_table();
+  }
+  stamp(p, 1);
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  if (p.seqs) {
+    const DecodeSeqDesc& d = p.seqs[b];
+    kseq = static_cast<const uint8_t*>(d.k);
+    vseq = static_cast<const uint8_t*>(d.v);
+    ksseq = d.k_scale;
+    vsseq = d.v_scale;
+    ktseq = d.k_tail;
+    vtseq = d.v_tail;
+    seq_base = tail_base = 0;
+    head_stride = d.head_stride;
+    tail_head_stride = d.tail_head_stride;
+    qrow = d.row;
+    L = d.len;
+    if (d.k_tail) TL = d.tail_len;
+  } else {
+    if (!early) L = p.len1 >= 0 ? p.len1 : p.lens[b];
+    if (p.kt) TL = p.tlen1 >= 0 ? p.tlen1 : p.tlens ? p.tlens[b] : 0;
+  }
+  const int q_head0 = hk * p.G + g0;
+  const float* qsrc = p.q + (qrow * p.n_head + q_head0) * D;
+  float qx[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // warp g < 8: head g's coordinates 4 lane ..
+  if (warp < gn) {
+    const float4 v = reinterpret_cast<const float4*>(qsrc + warp * D)[lane];
+    qx[0] = v.x, qx[1] = v.y, qx[2] = v.z, qx[3] = v.w;
+  }
+  if (!early) {
+    build_table();
+    place();
+  }
+
   // Exact tail (v10): split s takes tail rows [tr0, tr1) after its codes. Up to kPreRows of them
   // are loaded at the start into their own region (their latency hides behind the codes);
   // more go in 32-row chunks double-buffered in stage slots 0-2 (free after the loop).
@@ -158,7 +185,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   auto issue_tail = [&](int k) { load_rows(k, tbuf + (k & 1) * 2 * 32 * D, 32); };
   if (pre) load_rows(0, tpre, kPreRows);
   if (tid == 0)
-    for (int i = 0; i < kStages - 1; ++i) issue(i, i);
+    for (int i = issued; i < kStages - 1; ++i) issue(i, i);
   stamp(p, 2);
   // y = D2 H D1 q / sqrt(D) in registers: warp g takes head g (v9). A third copy is kept for the
   // exact tail: the last stage slot, where the queries live, takes codes from the 6th stage on.
@@ -586,7 +613,7 @@ unsigned long long* stamp_buffer(size_t blocks) {
 }
 
 // v8 (32 tokens per warp per stage) by default; TQ_DECODE_TQ_V7=1 selects v7 (16), for same-run
-// comparisons. TQ_DECODE_PDL=1 launches with programmatic dependent launch.
+// comparisons. The launch is programmatic-dependent (PDL) unless TQ_DECODE_PDL=0.
 bool env_flag(const char* name) {
   const char* e = std::getenv(name);
   return e && std::atoi(e) != 0;
@@ -718,6 +745,7 @@ void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void*
   const bool by_value = a.batch == 1 && !a.seqs;
   p.len1 = by_value && a.len >= 0 ? a.len : -1;
   p.tlen1 = by_value && a.tail_len >= 0 ? a.tail_len : -1;
+  p.early = p.len1 >= 0 ? std::clamp(a.early_rows, 0, p.len1) : 0;
   p.seqs = a.seqs;
   p.n_head = a.n_head;
   p.n_head_kv = a.n_head_kv;
@@ -750,7 +778,10 @@ void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void*
   const TqKernel kern = tq128_kernel_choice();
   static std::once_flag configured;
   std::call_once(configured, [kern] { configure(kern); });
-  static const bool pdl = env_flag("TQ_DECODE_PDL");
+  static const bool pdl = [] {  // v12: on unless TQ_DECODE_PDL=0
+    const char* e = std::getenv("TQ_DECODE_PDL");
+    return !(e && *e && std::atoi(e) == 0);
+  }();
   const int64_t n_clusters = int64_t(a.batch) * a.n_head_kv * plan.n_sub;
   p.cluster = use_cluster(kern, p.n_total, n_clusters) ? 1 : 0;
   cudaLaunchConfig_t cfg{};

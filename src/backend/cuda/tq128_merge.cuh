@@ -53,6 +53,7 @@ struct TqParams {
   int64_t t_seq_stride, t_head_stride;
   const int32_t* tlens;
   int len1, tlen1;  // batch 1: the lengths by value (>= 0), else -1 (read lens / tlens)
+  int early;        // with len1: records [0, early) may be loaded before griddepcontrol.wait
   const DecodeSeqDesc* seqs;  // batched form: per-sequence pointers (then k .. tlens unused)
   int n_head, n_head_kv, G, n_split, n_total, n_sub;
   float qscale;

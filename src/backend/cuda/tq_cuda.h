@@ -64,6 +64,10 @@ struct DecodeAttnArgs {
   // them (>= 0; they must equal lens[0] and tail_lens[0]), so that the TurboQuant head_dim-128
   // kernel issues its first loads without a round trip for the lengths. -1: read the arrays.
   int32_t len = -1, tail_len = -1;
+  // With `len`: records [0, early_rows) are not written by the kernel launched just before this
+  // one, so the TurboQuant head_dim-128 kernel (a PDL launch) may load them while that kernel
+  // ends. 0: every load waits for it.
+  int32_t early_rows = 0;
   int batch = 1, n_head = 32, n_head_kv = 8, head_dim = 128;
   float scale = 0.0f;            // 0: 1 / sqrt(head_dim)
   const TqCodecDev* k_codec = nullptr;  // host structs, TurboQuant only

@@ -169,12 +169,14 @@ void tq_decode_case(Backend& be, const DecodeCase& c) {
     a.tail_lens = static_cast<const int32_t*>(tlens.data());
   }
   // d = 128: the splits merge in a cluster (v11) by default, through global memory with
-  // TQ_DECODE_CLUSTER=0; at batch 1 also with the lengths passed by value. All must match.
-  for (int variant = 0; variant < (B == 1 ? 3 : 2); ++variant) {
+  // TQ_DECODE_CLUSTER=0; at batch 1 also with the lengths passed by value, and (v12) with every
+  // record loadable before the PDL wait. All must match.
+  for (int variant = 0; variant < (B == 1 ? 4 : 2); ++variant) {
     const char* cluster = variant == 1 ? "0" : "1";
     setenv("TQ_DECODE_CLUSTER", cluster, 1);
-    a.len = variant == 2 ? c.lens[0] : -1;
-    a.tail_len = variant == 2 && has_tail ? c.tail[0] : -1;
+    a.len = variant >= 2 ? c.lens[0] : -1;
+    a.tail_len = variant >= 2 && has_tail ? c.tail[0] : -1;
+    a.early_rows = variant == 3 ? c.lens[0] : 0;
     DeviceBuffer out = poisoned(be, q.size());
     a.out = out.f32();
     cuda::poison_shared_memory();  // stale shared memory must never reach the output
@@ -185,7 +187,7 @@ void tq_decode_case(Backend& be, const DecodeCase& c) {
     const double err = rel_err(oh, ref);
     std::printf("tq decode d=%d heads %d/%d B=%d splits %d tail %d cluster %s lens %s: rel err %.2e\n",
                 d, c.n_head, c.n_kv, B, plan.n_split, int(has_tail), cluster,
-                variant == 2 ? "by value" : "array", err);
+                variant == 3 ? "by value, early" : variant == 2 ? "by value" : "array", err);
     EXPECT_LT(err, 5e-3) << "TQ_DECODE_CLUSTER=" << cluster << " variant " << variant;
   }
   unsetenv("TQ_DECODE_CLUSTER");
