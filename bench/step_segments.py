@@ -1,21 +1,64 @@
-import csv,re,statistics as S,sys
-def nm(n):
-    for k in ['gemv_staged_kernel','qk_norm_rope_kernel','decode_kernel','merge_kernel','tq128_kernel','embedding_kernel','logits_top_kernel','rms_norm_kernel']:
-        if k in n: return k
-    return n[:20]
-for f in sys.argv[1:]:
-    ev=sorted((int(r[0]),int(r[1]),int(r[2]),nm(r[3])) for r in list(csv.reader(open(f)))[1:])
-    segs={}
-    for i,e in enumerate(ev):
-        if e[3]!='qk_norm_rope_kernel' or i+6>=len(ev): continue
-        prev=ev[i-1]
-        j=i+1; att_end=0
-        while ev[j][3] in('decode_kernel','merge_kernel','tq128_kernel'):
-            att_end=max(att_end,ev[j][1]); j+=1
-        if j+3>=len(ev): continue
-        o=ev[j]; gu=ev[j+1]; dn=ev[j+2]; qkv=ev[j+3]
-        if qkv[3]!='gemv_staged_kernel' or prev[3]!='gemv_staged_kernel': continue
-        d=dict(qk=(e[1]-prev[1]),att=att_end-e[1],o=o[1]-att_end,gu=gu[1]-o[1],dn=dn[1]-gu[1],qkv=qkv[1]-dn[1])
-        for k,v in d.items(): segs.setdefault(k,[]).append(v/1000)
-    if not segs: print(f, 'no layers'); continue
-    print(f.split('/')[-1], len(segs['qk']), '  '.join(f'{k}={S.median(v):.2f}' for k,v in segs.items()), 'sum %.1f'%sum(S.median(segs[k]) for k in ['qk','att','o','gu','dn','qkv']))
+#!/usr/bin/env python3
+# The per-layer critical path of a batch-1 decode, from CUPTI traces (bench/cupti_trace.cpp: CSV
+# start_ns,end_ns,grid_x,name). With PDL the kernels overlap, so their durations do not add up;
+# here each segment runs from one kernel's end to the next one's: qk (q/k/v GEMV end -> q/k norm
+# + RoPE + append end), att (-> the attention's last kernel end: decode + merge, or the TurboQuant
+# decode), o, gu (gate/up), dn (down), qkv (the next layer's q/k/v GEMV). Prints the median of
+# each over all complete layers, and their sum (the layer's period).
+# Usage: step_segments.py TRACE.csv [TRACE.csv ..]
+import csv
+import statistics
+import sys
+
+KERNELS = ["gemv_staged_kernel", "qk_norm_rope_kernel", "decode_kernel", "merge_kernel",
+           "tq128_kernel", "embedding_kernel", "logits_top_kernel", "rms_norm_kernel"]
+ATTENTION = ("decode_kernel", "merge_kernel", "tq128_kernel")
+SEGMENTS = ["qk", "att", "o", "gu", "dn", "qkv"]
+
+
+def short_name(mangled):
+    for k in KERNELS:
+        if k in mangled:
+            return k
+    return mangled[:20]
+
+
+def layer_segments(path):
+    with open(path) as f:
+        rows = list(csv.reader(f))[1:]
+    ev = sorted((int(r[0]), int(r[1]), short_name(r[3])) for r in rows)
+    segs = {k: [] for k in SEGMENTS}
+    for i, (_, end, name) in enumerate(ev):
+        if name != "qk_norm_rope_kernel" or i == 0 or ev[i - 1][2] != "gemv_staged_kernel":
+            continue
+        j, att_end = i + 1, 0
+        while j < len(ev) and ev[j][2] in ATTENTION:
+            att_end = max(att_end, ev[j][1])
+            j += 1
+        if att_end == 0 or j + 3 >= len(ev):
+            continue
+        o, gu, dn, qkv = ev[j:j + 4]
+        if any(k[2] != "gemv_staged_kernel" for k in (o, gu, dn, qkv)):
+            continue  # the last layer: the LM head follows
+        ends = [ev[i - 1][1], end, att_end, o[1], gu[1], dn[1], qkv[1]]
+        for k, a, b in zip(SEGMENTS, ends, ends[1:]):
+            segs[k].append((b - a) / 1000.0)
+    return segs
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit("usage: step_segments.py TRACE.csv [TRACE.csv ..]")
+    for path in sys.argv[1:]:
+        segs = layer_segments(path)
+        n = len(segs["qk"])
+        if n == 0:
+            print(f"{path}: no complete layers")
+            continue
+        med = {k: statistics.median(v) for k, v in segs.items()}
+        parts = "  ".join(f"{k}={med[k]:.2f}" for k in SEGMENTS)
+        print(f"{path.split('/')[-1]} {n} layers (us): {parts}  sum {sum(med.values()):.1f}")
+
+
+if __name__ == "__main__":
+    main()

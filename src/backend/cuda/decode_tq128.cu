@@ -613,7 +613,7 @@ unsigned long long* stamp_buffer(size_t blocks) {
 }
 
 // v8 (32 tokens per warp per stage) by default; TQ_DECODE_TQ_V7=1 selects v7 (16), for same-run
-// comparisons. The launch is programmatic-dependent (PDL) unless TQ_DECODE_PDL=0.
+// comparisons. The launch is programmatic-dependent (PDL) unless TQ_DECODE_PDL=0 or batched.
 bool env_flag(const char* name) {
   const char* e = std::getenv(name);
   return e && std::atoi(e) != 0;
@@ -778,10 +778,14 @@ void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void*
   const TqKernel kern = tq128_kernel_choice();
   static std::once_flag configured;
   std::call_once(configured, [kern] { configure(kern); });
-  static const bool pdl = [] {  // v12: on unless TQ_DECODE_PDL=0
+  // v12: a PDL launch unless TQ_DECODE_PDL=0, but not in the batched form (descriptors): there
+  // the engine's B=8 8K TQ4 decode measured 1,021-1,022 against 1,050-1,058 tok/s without it
+  // (session 7, same run); its blocks have no early work to do.
+  static const bool pdl_on = [] {
     const char* e = std::getenv("TQ_DECODE_PDL");
     return !(e && *e && std::atoi(e) == 0);
   }();
+  const bool pdl = pdl_on && !a.seqs;
   const int64_t n_clusters = int64_t(a.batch) * a.n_head_kv * plan.n_sub;
   p.cluster = use_cluster(kern, p.n_total, n_clusters) ? 1 : 0;
   cudaLaunchConfig_t cfg{};
