@@ -149,6 +149,16 @@ void check_last_launch(const char* what);  // throws tq::Error on a pending CUDA
 // Test aid: fills every SM's shared memory with NaN bytes (a later kernel that reads shared
 // memory it never wrote then produces NaN).
 void poison_shared_memory(void* stream = nullptr);
+// Test aid: a writer still running when the next kernel starts. A programmatic-dependent launch
+// that lets the next kernel in the stream begin at once, spins ~spin_ns, then waits for the
+// previous kernel and copies n_rows rows of row_bytes from src to dst (row i at i * stride_bytes
+// in both). Tests of DecodeAttnArgs::early_rows put it before a decode.
+void copy_rows_late(void* dst, const void* src, int64_t row_bytes, int64_t stride_bytes,
+                    int n_rows, int64_t spin_ns, void* stream);
+// Test aids: a non-blocking stream (a cudaStream_t), its release, and a wait for its work.
+void* stream_create();
+void stream_destroy(void* stream);
+void stream_synchronize(void* stream);
 
 // Benchmark timing on the legacy default stream: median milliseconds of `iters` runs of fn
 // (each between two events) after `warmup` runs.

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/tq_cuda.h"
 #include "backend/cuda/tq_encode_vec.cuh"
 #include "backend/cuda/tq_hadamard.cuh"
@@ -110,7 +111,40 @@ __global__ void poison_smem_kernel(int words) {
   for (int i = threadIdx.x; i < words; i += blockDim.x) sm[i] = 0xffffffffu;
 }
 
+// Test aid (copy_rows_late): releases the next kernel at once, spins ~spin_ns, then waits for the
+// previous kernel and copies the rows.
+__global__ void late_rows_kernel(uint8_t* dst, const uint8_t* src, int64_t row_bytes,
+                                 int64_t stride, int n_rows, int64_t spin_ns) {
+  pdl_release();
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (int64_t(t - t0) < spin_ns);
+  pdl_wait();
+  for (int64_t i = threadIdx.x; i < n_rows * row_bytes; i += blockDim.x) {
+    const int64_t r = i / row_bytes, c = i % row_bytes;
+    dst[r * stride + c] = src[r * stride + c];
+  }
+}
+
 }  // namespace
+
+void copy_rows_late(void* dst, const void* src, int64_t row_bytes, int64_t stride_bytes,
+                    int n_rows, int64_t spin_ns, void* stream) {
+  launch_pdl(late_rows_kernel, dim3(1), dim3(256), 0, as_stream(stream),
+             static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), row_bytes,
+             stride_bytes, n_rows, spin_ns);
+  check_last_launch("copy_rows_late");
+}
+
+void* stream_create() {
+  cudaStream_t s = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return s;
+}
+void stream_destroy(void* stream) { CUDA_CHECK(cudaStreamDestroy(as_stream(stream))); }
+void stream_synchronize(void* stream) { CUDA_CHECK(cudaStreamSynchronize(as_stream(stream))); }
 
 void fill_random_bytes(void* p, size_t bytes, uint64_t seed, void* stream) {
   const size_t words = bytes / 8;  // callers pass multiples of 8

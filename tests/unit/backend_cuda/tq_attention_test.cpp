@@ -4,6 +4,9 @@
 // filled with garbage (masking must hide them).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -72,6 +75,73 @@ struct DecodeCase {
   std::vector<int32_t> lens;
   std::vector<int32_t> tail = {};  // exact-tail rows per sequence (empty: no tail)
 };
+
+// v12's early loads (batch 1, DecodeAttnArgs::early_rows): the newest record (row L - 1 of every
+// kv head) holds NaN bytes until copy_rows_late kernels, still running when the decode starts (PDL),
+// store the real one. With early_rows = L - 1 the result must be the reference. With early_rows = L
+// (wrongly claiming the row is written) the decode may read the NaN bytes: printed, to show that
+// the writers really overlap the decode.
+void late_newest_record(Backend& be, const DecodeCase& c, cuda::DecodeAttnArgs a,
+                        const AttnPlan& plan, const std::vector<double>& ref,
+                        const std::vector<uint8_t>& kcodes, const std::vector<uint8_t>& vcodes,
+                        const std::vector<uint16_t>& kscale, const std::vector<uint16_t>& vscale,
+                        int64_t cap) {
+  const int64_t L = c.lens[0], cb = c.d / 2;
+  auto stale_codes = [&](std::vector<uint8_t> x) {
+    for (int h = 0; h < c.n_kv; ++h) std::memset(&x[size_t((h * cap + L - 1) * cb)], 0xff, size_t(cb));
+    return x;
+  };
+  auto stale_scales = [&](std::vector<uint16_t> x) {
+    for (int h = 0; h < c.n_kv; ++h) x[size_t(h * cap + L - 1)] = 0xffff;  // f16 NaN
+    return x;
+  };
+  const std::vector<uint8_t> ks_codes = stale_codes(kcodes), vs_codes = stale_codes(vcodes);
+  const std::vector<uint16_t> ks_scale = stale_scales(kscale), vs_scale = stale_scales(vscale);
+  DeviceBuffer kfresh = to_dev(be, kcodes), vfresh = to_dev(be, vcodes);
+  DeviceBuffer ksfresh = to_dev(be, kscale), vsfresh = to_dev(be, vscale);
+  DeviceBuffer kd(&be, kcodes.size()), vd(&be, vcodes.size()), ksd(&be, kscale.size() * 2),
+      vsd(&be, vscale.size() * 2);
+  a.k = kd.data(), a.v = vd.data();
+  a.k_scale = static_cast<const uint16_t*>(ksd.data());
+  a.v_scale = static_cast<const uint16_t*>(vsd.data());
+  a.len = int32_t(L);
+  a.tail_len = a.k_tail ? c.tail[0] : -1;
+  void* st = cuda::stream_create();
+  for (int claim : {0, 1}) {  // 0: early_rows = L - 1 (asserted); 1: early_rows = L (printed)
+    a.early_rows = int32_t(L - 1 + claim);
+    double worst = 0.0;
+    for (int rep = 0; rep < 2; ++rep) {
+      be.upload(kd.data(), ks_codes.data(), ks_codes.size());
+      be.upload(vd.data(), vs_codes.data(), vs_codes.size());
+      be.upload(ksd.data(), ks_scale.data(), ks_scale.size() * 2);
+      be.upload(vsd.data(), vs_scale.data(), vs_scale.size() * 2);
+      cuda_synchronize();
+      DeviceBuffer out = poisoned(be, ref.size());
+      a.out = out.f32();
+      const int64_t row = (L - 1) * cb, srow = (L - 1) * 2;
+      const int64_t spin = 20000;  // ns: far longer than the decode's early loads take
+      cuda::copy_rows_late(static_cast<uint8_t*>(kd.data()) + row,
+                           static_cast<const uint8_t*>(kfresh.data()) + row, cb, cap * cb, c.n_kv, spin, st);
+      cuda::copy_rows_late(static_cast<uint8_t*>(vd.data()) + row,
+                           static_cast<const uint8_t*>(vfresh.data()) + row, cb, cap * cb, c.n_kv, spin, st);
+      cuda::copy_rows_late(static_cast<uint8_t*>(ksd.data()) + srow,
+                           static_cast<const uint8_t*>(ksfresh.data()) + srow, 2, cap * 2, c.n_kv, spin, st);
+      cuda::copy_rows_late(static_cast<uint8_t*>(vsd.data()) + srow,
+                           static_cast<const uint8_t*>(vsfresh.data()) + srow, 2, cap * 2, c.n_kv, spin, st);
+      cuda::decode_attention(a, plan, st);
+      cuda::stream_synchronize(st);
+      const double err = rel_err(from_dev(be, out, ref.size()), ref);
+      worst = std::max(worst, err);  // inf for a NaN output
+    }
+    std::printf("tq decode d=128 B=1 L=%d splits %d tail %d, newest record written late, early_rows "
+                "L%s: rel err %.2e\n", int(L), plan.n_split, int(a.k_tail != nullptr),
+                claim ? " (wrong claim)" : " - 1", worst);
+    if (!claim) {
+      EXPECT_LT(worst, 5e-3) << "an early load read the record the previous kernel writes";
+    }
+  }
+  cuda::stream_destroy(st);
+}
 
 // Device layout [B][n_kv][cap] from CPU records; garbage in the slots past each length.
 void tq_decode_case(Backend& be, const DecodeCase& c) {
@@ -191,6 +261,7 @@ void tq_decode_case(Backend& be, const DecodeCase& c) {
     EXPECT_LT(err, 5e-3) << "TQ_DECODE_CLUSTER=" << cluster << " variant " << variant;
   }
   unsetenv("TQ_DECODE_CLUSTER");
+  if (B == 1 && d == 128 && c.lens[0] >= 2) late_newest_record(be, c, a, plan, ref, kcodes, vcodes, kscale, vscale, cap);
 }
 
 TEST(CudaTurboQuant, DecodeAttentionMatchesCpuReference) {
@@ -202,6 +273,7 @@ TEST(CudaTurboQuant, DecodeAttentionMatchesCpuReference) {
   tq_decode_case(*be, {256, 8, 8, {333}});             // no grouping
   tq_decode_case(*be, {128, 32, 8, {100000}});         // long: many stages per split
   tq_decode_case(*be, {128, 64, 4, {3000, 7}});        // 16 heads per kv head at d=128
+  tq_decode_case(*be, {128, 32, 8, {5000}});  // batch 1: the last split's 2nd stage holds row L - 1
 }
 
 TEST(CudaTurboQuant, DecodeAttentionWithExactTailMatchesCpuReference) {
