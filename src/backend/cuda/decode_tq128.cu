@@ -14,6 +14,8 @@
 // slow alone at batch 1, a second wave at batch 8).
 // v11 the splits of a (sequence, kv head) merge through distributed shared memory when they fit
 // one cluster (batch 6 and up on the H200), a cheaper block combine, batch-1 lengths by value.
+// v12 a PDL launch (single-array form): the table and, at batch 1, the first stages of records
+// the previous kernel does not write (DecodeAttnArgs::early_rows) before griddepcontrol.wait.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
