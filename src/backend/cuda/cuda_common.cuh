@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 // nvcc cannot evaluate fmt's compile-time format checks, so .cu files build messages with
@@ -24,6 +25,12 @@ namespace tq::cuda {
 [[noreturn]] void raise(const std::string& msg);
 
 inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+
+// An environment switch as an integer: `fallback` when unset or empty.
+inline int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
 
 __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
   __half2 h = __floats2half2_rn(lo, hi);

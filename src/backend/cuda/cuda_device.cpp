@@ -77,9 +77,18 @@ double time_median_ms(void (*fn)(void*), void* ctx, int warmup, int iters) {
   return ms[ms.size() / 2];
 }
 
+void* stream_create() {
+  cudaStream_t s = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return s;
+}
+void stream_destroy(void* stream) { CUDA_CHECK(cudaStreamDestroy(static_cast<cudaStream_t>(stream))); }
+void stream_synchronize(void* stream) {
+  CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+}
+
 double time_graph_ms(void (*fn)(void*, void*), void* ctx, int per_graph, int reps) {
-  cudaStream_t st = nullptr;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  const auto st = static_cast<cudaStream_t>(stream_create());
   for (int i = 0; i < 3; ++i) fn(ctx, st);  // warm-up outside the capture (allocations, setup)
   CUDA_CHECK(cudaStreamSynchronize(st));
   cudaGraph_t g = nullptr;
@@ -107,7 +116,7 @@ double time_graph_ms(void (*fn)(void*, void*), void* ctx, int per_graph, int rep
   cudaEventDestroy(b);
   cudaGraphExecDestroy(ge);
   cudaGraphDestroy(g);
-  cudaStreamDestroy(st);
+  stream_destroy(st);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }

@@ -591,13 +591,9 @@ int* merge_counters(size_t n) {
 
 // v8 (32 tokens per warp per stage) by default; TQ_DECODE_TQ_V7=1 selects v7 (16), for same-run
 // comparisons. The launch is programmatic-dependent (PDL) unless TQ_DECODE_PDL=0 or batched.
-bool env_flag(const char* name) {
-  const char* e = std::getenv(name);
-  return e && std::atoi(e) != 0;
-}
 using TqKernel = void (*)(TqParams);
 TqKernel tq128_kernel_choice() {
-  static const TqKernel k = env_flag("TQ_DECODE_TQ_V7") ? tq128_kernel<16> : tq128_kernel<32>;
+  static const TqKernel k = env_int("TQ_DECODE_TQ_V7", 0) != 0 ? tq128_kernel<16> : tq128_kernel<32>;
   return k;
 }
 void configure(TqKernel k) {
@@ -695,15 +691,12 @@ void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void*
   p.G = G;
   p.n_sub = plan.n_sub;
   p.qscale = (a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(float(D))) * kLog2e;
-  static const int mode = [] {
-    const char* e = std::getenv("TQ_DECODE_MODE");
-    return e ? std::atoi(e) : 0;
-  }();
+  static const int mode = env_int("TQ_DECODE_MODE", 0);
   p.mode = mode;
-  static const bool no_swizzle = env_flag("TQ_DECODE_NO_SWIZZLE");
+  static const bool no_swizzle = env_int("TQ_DECODE_NO_SWIZZLE", 0) != 0;
   p.swizzle = no_swizzle ? 0 : 1;
-  static const bool want_stamps = env_flag("TQ_DECODE_STAMPS");
-  p.stamps = want_stamps ? tq128_stamp_buffer(size_t(p.n_total) * a.n_head_kv * plan.n_sub * a.batch)
+  static const bool want_stamps = env_int("TQ_DECODE_STAMPS", 0) != 0;
+  p.stamps = want_stamps ? stamp_buffer(size_t(p.n_total) * a.n_head_kv * plan.n_sub * a.batch)
                          : nullptr;
   for (int i = 0; i < 16; ++i) {
     if (a.k_codec->centroids[i] != a.v_codec->centroids[i])
@@ -724,10 +717,7 @@ void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void*
   // v12: a PDL launch unless TQ_DECODE_PDL=0, but not in the batched form (descriptors): there
   // the engine's B=8 8K TQ4 decode measured 1,021-1,022 against 1,050-1,058 tok/s without it
   // (session 7, same run); its blocks have no early work to do.
-  static const bool pdl_on = [] {
-    const char* e = std::getenv("TQ_DECODE_PDL");
-    return !(e && *e && std::atoi(e) == 0);
-  }();
+  static const bool pdl_on = env_int("TQ_DECODE_PDL", 1) != 0;
   const bool pdl = pdl_on && !a.seqs;
   const int64_t n_clusters = int64_t(a.batch) * a.n_head_kv * plan.n_sub;
   p.cluster = use_cluster(kern, p.n_total, n_clusters) ? 1 : 0;

@@ -291,11 +291,7 @@ __global__ void __launch_bounds__(kWarps * 32, kStagedThreadsPerSm / (kWarps * 3
 
 // Environment switches, read once: TQ_GEMV=1 (v1 kernel) / 2 (staged), TQ_GEMV_ROWS=1..32
 // (rows per block; 0 = by size), TQ_GEMV_WARPS=8|32 (staged block size), TQ_GEMV_PDL=0 (staged launches without programmatic
-// dependent launch).
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoi(v) : fallback;
-}
+// dependent launch), read through env_int (cuda_common.cuh).
 int gemv_version() {
   static const int v = env_int("TQ_GEMV", 2);
   return v;

@@ -79,7 +79,7 @@ struct TqParams {
 constexpr int kStamps = 12;
 // The stamp buffer for `blocks` blocks of the next launch (grown on demand; tq128_stamps.cu,
 // which also prints the last launch's: tq128_stamp_report()).
-unsigned long long* tq128_stamp_buffer(size_t blocks);
+unsigned long long* stamp_buffer(size_t blocks);
 // Kept in shared memory until the last one (a global store before the barrier-init fence
 // would make the fence wait for it).
 __device__ __forceinline__ void stamp(const TqParams& p, int k) {

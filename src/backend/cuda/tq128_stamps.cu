@@ -27,7 +27,7 @@ Stamps& stamps() {
 
 namespace tq128 {
 
-unsigned long long* tq128_stamp_buffer(size_t blocks) {
+unsigned long long* stamp_buffer(size_t blocks) {
   Stamps& s = stamps();
   std::lock_guard<std::mutex> lock(s.mu);
   if (blocks > s.cap) {

@@ -155,7 +155,8 @@ void poison_shared_memory(void* stream = nullptr);
 // in both). Tests of DecodeAttnArgs::early_rows put it before a decode.
 void copy_rows_late(void* dst, const void* src, int64_t row_bytes, int64_t stride_bytes,
                     int n_rows, int64_t spin_ns, void* stream);
-// Test aids: a non-blocking stream (a cudaStream_t), its release, and a wait for its work.
+// For tests and benchmarks (cuda_device.cpp): a non-blocking stream (a cudaStream_t), its
+// release, and a wait for its work.
 void* stream_create();
 void stream_destroy(void* stream);
 void stream_synchronize(void* stream);

@@ -138,14 +138,6 @@ void copy_rows_late(void* dst, const void* src, int64_t row_bytes, int64_t strid
   check_last_launch("copy_rows_late");
 }
 
-void* stream_create() {
-  cudaStream_t s = nullptr;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  return s;
-}
-void stream_destroy(void* stream) { CUDA_CHECK(cudaStreamDestroy(as_stream(stream))); }
-void stream_synchronize(void* stream) { CUDA_CHECK(cudaStreamSynchronize(as_stream(stream))); }
-
 void fill_random_bytes(void* p, size_t bytes, uint64_t seed, void* stream) {
   const size_t words = bytes / 8;  // callers pass multiples of 8
   if (words == 0) return;
