@@ -97,8 +97,11 @@ void late_newest_record(Backend& be, const DecodeCase& c, cuda::DecodeAttnArgs a
   };
   const std::vector<uint8_t> ks_codes = stale_codes(kcodes), vs_codes = stale_codes(vcodes);
   const std::vector<uint16_t> ks_scale = stale_scales(kscale), vs_scale = stale_scales(vscale);
-  DeviceBuffer kfresh = to_dev(be, kcodes), vfresh = to_dev(be, vcodes);
-  DeviceBuffer ksfresh = to_dev(be, kscale), vsfresh = to_dev(be, vscale);
+  // The real records: the caller's device arrays, which `a` reads.
+  const auto* kfresh = static_cast<const uint8_t*>(a.k);
+  const auto* vfresh = static_cast<const uint8_t*>(a.v);
+  const auto* ksfresh = reinterpret_cast<const uint8_t*>(a.k_scale);
+  const auto* vsfresh = reinterpret_cast<const uint8_t*>(a.v_scale);
   DeviceBuffer kd(&be, kcodes.size()), vd(&be, vcodes.size()), ksd(&be, kscale.size() * 2),
       vsd(&be, vscale.size() * 2);
   a.k = kd.data(), a.v = vd.data();
@@ -121,13 +124,13 @@ void late_newest_record(Backend& be, const DecodeCase& c, cuda::DecodeAttnArgs a
       const int64_t row = (L - 1) * cb, srow = (L - 1) * 2;
       const int64_t spin = 20000;  // ns: far longer than the decode's early loads take
       cuda::copy_rows_late(static_cast<uint8_t*>(kd.data()) + row,
-                           static_cast<const uint8_t*>(kfresh.data()) + row, cb, cap * cb, c.n_kv, spin, st);
+                           kfresh + row, cb, cap * cb, c.n_kv, spin, st);
       cuda::copy_rows_late(static_cast<uint8_t*>(vd.data()) + row,
-                           static_cast<const uint8_t*>(vfresh.data()) + row, cb, cap * cb, c.n_kv, spin, st);
+                           vfresh + row, cb, cap * cb, c.n_kv, spin, st);
       cuda::copy_rows_late(static_cast<uint8_t*>(ksd.data()) + srow,
-                           static_cast<const uint8_t*>(ksfresh.data()) + srow, 2, cap * 2, c.n_kv, spin, st);
+                           ksfresh + srow, 2, cap * 2, c.n_kv, spin, st);
       cuda::copy_rows_late(static_cast<uint8_t*>(vsd.data()) + srow,
-                           static_cast<const uint8_t*>(vsfresh.data()) + srow, 2, cap * 2, c.n_kv, spin, st);
+                           vsfresh + srow, 2, cap * 2, c.n_kv, spin, st);
       cuda::decode_attention(a, plan, st);
       cuda::stream_synchronize(st);
       const double err = rel_err(from_dev(be, out, ref.size()), ref);
