@@ -32,6 +32,14 @@ inline int env_int(const char* name, int fallback) {
   return v && *v ? std::atoi(v) : fallback;
 }
 
+// The shared-memory split (percent of the largest shared-memory configuration) preferred by the
+// batch-1 GEMVs and by the short form of the TurboQuant decode: 132 KB of shared memory or more,
+// the rest L1. The GEMVs need the L1 for their loads in flight (after the long TurboQuant decode's
+// 228 KB split they were 4-5 us a layer slower) and run as fast here as with 25%; the short
+// decode fits, so a short-context step switches no split between them (session 8).
+constexpr int kSmallSmemCarveout = 58;
+constexpr int kSmallSmemCarveoutBytes = 132 * 1024;
+
 __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
   __half2 h = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&h);

@@ -32,15 +32,25 @@ namespace {
 
 using namespace tq128;  // TqParams, constants, helpers, merge_splits (tq128_merge.cuh)
 
-template <int TW>
+template <int TW, int kStages>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqParams p) {
   static_assert(TW == 16 || TW == 32, "tokens per warp per stage");
+  static_assert(kStages == kStagesLong || kStages == kStagesShort, "stage slots");
+  constexpr int kScratchBytes = scratch_bytes(kStages);
+  constexpr bool kShort = kStages == kStagesShort;
+  constexpr int kPre = pre_rows(kStages);
+  // Stages issued before the queries are in registers: all but the last slot, which holds them
+  // (long form), or all (short form: the queries have their own region).
+  constexpr int kEarlySlots = kShort ? kStages : kStages - 1;
+  constexpr int kTailClasses = 4;  // short form: at most this many warps per head in the tail
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ __align__(8) uint64_t full[kStages];
   __shared__ uint32_t released[kStages];  // warps done with each slot, counted up forever
   uint8_t* stages = smem + kLutBytes;
-  // Rotated queries [8][D]: in the last stage slot, which the prologue does not load.
-  float* qs = reinterpret_cast<float*>(stages + (kStages - 1) * kStageBytes);
+  // Rotated queries [8][D]: in the last stage slot, which the prologue does not load (long form),
+  // or past the preloaded tail rows (short form).
+  float* qs = kShort ? reinterpret_cast<float*>(smem + kScratchBytes) + (2 * kPre + 8) * D
+                     : reinterpret_cast<float*>(stages + (kStages - 1) * kStageBytes);
   // The same queries with 16-byte chunk c of row g at c ^ g (v9): the per-lane A-fragment loads
   // below then hit 8 different bank groups (they were all in one: a 32-way conflict, ~3 us).
   float* qsw = qs + 8 * D;
@@ -119,7 +129,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
     place();
     // A stage goes early when its scale groups (whole 8-token groups) end within p.early rows.
     if (tid == 0)
-      for (; issued < kStages - 1 && issued < n_it; ++issued) {
+      for (; issued < kEarlySlots && issued < n_it; ++issued) {
         const int tok = s0 + issued * kStageTok;
         if (tok + ((min(kStageTok, end - tok) + 7) & ~7) > p.early) break;
         issue(issued, issued);
@@ -164,12 +174,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   // more go in 32-row chunks double-buffered in stage slots 0-2 (free after the loop).
   const int tr0 = int(int64_t(TL) * split / p.n_split);
   const int tr1 = int(int64_t(TL) * (split + 1) / p.n_split);
-  const bool pre = tr1 - tr0 <= kPreRows;
+  const bool pre = tr1 - tr0 <= kPre;
+  if (kShort && (!pre || n_it > kStages)) __trap();  // the host picks the short form only then
   const int n_mine = tr1 <= tr0 ? 0 : pre ? 1 : (tr1 - tr0 + 31) / 32;  // chunks
   const int64_t tb = tail_base + int64_t(hk) * tail_head_stride;
-  float* tbuf = reinterpret_cast<float*>(smem + kLutBytes);  // [2][K, V][32][D]
-  float* tpre = reinterpret_cast<float*>(smem + kScratchBytes);  // [K, V][kPreRows][D]
-  float* qkeep = tpre + 2 * kPreRows * D;  // the rotated queries [8][D], kept for the tail
+  float* tbuf = reinterpret_cast<float*>(smem + kLutBytes);  // [2][K, V][32][D] (long form)
+  float* tpre = reinterpret_cast<float*>(smem + kScratchBytes);  // [K, V][kPre][D]
+  float* qkeep = tpre + 2 * kPre * D;  // the rotated queries [8][D], kept for the tail
   // Chunk k of this block's rows into `dst` ([K, V][cap][D]); one cp.async group.
   auto load_rows = [&](int k, float* dst, int cap) {
     if (k < n_mine)
@@ -183,9 +194,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
     cp_commit();
   };
   auto issue_tail = [&](int k) { load_rows(k, tbuf + (k & 1) * 2 * 32 * D, 32); };
-  if (pre) load_rows(0, tpre, kPreRows);
+  if (pre) load_rows(0, tpre, kPre);
   if (tid == 0)
-    for (int i = issued; i < kStages - 1; ++i) issue(i, i);
+    for (int i = issued; i < kEarlySlots; ++i) issue(i, i);
   stamp(p, 2);
   // y = D2 H D1 q / sqrt(D) in registers: warp g takes head g (v9). A third copy is kept for the
   // exact tail: the last stage slot, where the queries live, takes codes from the 6th stage on.
@@ -231,8 +242,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
     __syncthreads();  // the queries are in registers: their slot takes the last prologue stage
     stamp(p, 3);
     stamp(p, 4);  // (again at the first stage's arrival, if there is one)
-    if (tid == 0) issue(kStages - 1, kStages - 1);
+    if (!kShort && tid == 0) issue(kStages - 1, kStages - 1);
     const uint32_t lane4 = uint32_t(lane) * 4u;
+    const uint32_t swap = tig & 1 ? 0x1032u : 0x3210u;  // prmt: the pair's halves swapped or not
     // No block-wide barrier per stage: each warp waits for its data only, and the last warp to
     // release a slot refills it with the stage kStages ahead. TW = 32 (v8): warp group grp takes
     // the stages j = grp (mod kGroups), each warp TW tokens of it (one max / rescale per TW).
@@ -271,18 +283,28 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
 #pragma unroll
         for (int i = 0; i < 4; ++i) s[nt][i] += s2[i];
       }
-      float mx = kNegInf;
+      // Columns (2 tig, 2 tig + 1) are tokens pi(..): the aligned pair 2 tig, 2 tig + 1, swapped
+      // for odd tig. v13: one 32-bit load per pair for the K and for the V scales (was four
+      // 16-bit loads), and the mask (rows past `lim` hold stale bytes) only in partial tiles.
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        const int ra = tw + nt * 8 + pi(2 * tig), rb = tw + nt * 8 + pi(2 * tig + 1);
-        const float ka = __half2float(__ushort_as_half(kss[ra]));
-        const float kb = __half2float(__ushort_as_half(kss[rb]));
-        vsc[nt] = make_float2(__half2float(__ushort_as_half(vss[ra])),
-                              __half2float(__ushort_as_half(vss[rb])));
-        s[nt][0] = ra < lim ? s[nt][0] * ka : kNegInf;
-        s[nt][1] = rb < lim ? s[nt][1] * kb : kNegInf;
-        mx = fmaxf(mx, fmaxf(s[nt][0], s[nt][1]));
+        const int r2 = tw + nt * 8 + 2 * tig;
+        const float2 k2 = unpack_half2(prmt(*reinterpret_cast<const uint32_t*>(kss + r2), 0u, swap));
+        vsc[nt] = unpack_half2(prmt(*reinterpret_cast<const uint32_t*>(vss + r2), 0u, swap));
+        s[nt][0] *= k2.x;
+        s[nt][1] *= k2.y;
       }
+      if (lim < tw + TW) {  // the split's last tile: scores -inf and V scales 0 past the end
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const int ra = tw + nt * 8 + pi(2 * tig), rb = tw + nt * 8 + pi(2 * tig + 1);
+          if (ra >= lim) s[nt][0] = kNegInf, vsc[nt].x = 0.0f;
+          if (rb >= lim) s[nt][1] = kNegInf, vsc[nt].y = 0.0f;
+        }
+      }
+      float mx = kNegInf;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[nt][0], s[nt][1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float m_new = fmaxf(m_run, mx);
@@ -294,7 +316,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
       for (int nt = 0; nt < NT; ++nt) {
         const float p0 = fast_exp2(s[nt][0] - m_use), p1 = fast_exp2(s[nt][1] - m_use);
         psum += p0 + p1;
-        pb[nt] = pack_half2(p0 > 0.0f ? p0 * vsc[nt].x : 0.0f, p1 > 0.0f ? p1 * vsc[nt].y : 0.0f);
+        pb[nt] = pack_half2(p0 * vsc[nt].x, p1 * vsc[nt].y);
       }
       l_run = l_run * corr + psum;
       m_run = m_new;
@@ -379,11 +401,16 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   float* wacc = reinterpret_cast<float*>(smem);
   float* wm = wacc + kWarps * 8 * D;
   float* wl = wm + kWarps * 8;
-  float* tacc = reinterpret_cast<float*>(smem + kLutBytes) + 2 * 2 * 32 * D;
-  float* tm = tacc + kWarps * 8 * D;
-  float* tl = tm + kWarps * 8;
-  static_assert(kLutBytes + (4 * 32 * D + kPart) * 4 <= (kStages - 1) * kStageBytes + kLutBytes,
+  // The tail's partials: past the chunk buffers, or in the short form (every row preloaded, no
+  // chunk buffers) at the stages' start.
+  float* tacc = reinterpret_cast<float*>(smem + kLutBytes) + (kStages == kStagesLong ? 4 * 32 * D : 0);
+  float* tm = tacc + (kShort ? kTailClasses * 8 : kWarps * 8) * D;  // (short form: per class)
+  float* tl = tm + (kShort ? kTailClasses * 8 : kWarps * 8);
+  static_assert(kStages != kStagesLong ||
+                    kLutBytes + (4 * 32 * D + kPart) * 4 <= (kStages - 1) * kStageBytes + kLutBytes,
                 "tail buffers and partials must stay clear of the queries in the last slot");
+  static_assert(kTailClasses * 8 * (D + 2) * 4 <= kStagesShort * kStageBytes,
+                "the short form's tail partials fit");
   static_assert(kPart * 4 <= kLutBytes, "the codes' partials fit in the table's bytes");
   {
     l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
@@ -409,7 +436,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
       }
     }
   }
-  if (n_mine > 0) {
+  // Short form: the tail's row classes (below), each one partial for all heads.
+  const int n_cls = kShort ? min(kTailClasses, max(1, kWarps / gn)) : 0;
+  if (kShort && n_mine > 0) {
+    // v13: warp w takes head w % gn over row class w / gn (tail_short, tq128_merge.cuh).
+    if (warp < n_cls * gn)
+      tail_short(tpre, kPre, qkeep, tr1 - tr0, warp % gn, warp / gn, n_cls, swz, tacc, tm, tl);
+  } else if (n_mine > 0) {
     if (!pre) issue_tail(0), issue_tail(1);
 #pragma unroll
     for (int m = 0; m < 8; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
@@ -491,7 +524,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   float* bpart = tpre;            // [8][D]
   float* bml = tpre + 8 * D;      // [8][2]: (m, l)
   float* wgt = bml + 16;          // [2 * kWarps][8]: each warp partial's weight, per head
-  const int nj = (n_mine > 0 ? 2 : 1) * kWarps;  // warp partials: the codes', then the tail's
+  // Warp partials: the codes', then the tail's (the short form's: one per row class).
+  const int nj = kShort ? kWarps + (n_mine > 0 ? n_cls : 0) : (n_mine > 0 ? 2 : 1) * kWarps;
   stamp(p, 6);
   if (warp < gn) {  // warp g: head g's maximum, weights and sum over the nj partials (v11)
     const int g = warp, j = lane;
@@ -591,63 +625,80 @@ int* merge_counters(size_t n) {
 
 // v8 (32 tokens per warp per stage) by default; TQ_DECODE_TQ_V7=1 selects v7 (16), for same-run
 // comparisons. The launch is programmatic-dependent (PDL) unless TQ_DECODE_PDL=0 or batched.
+// v13: the short form (kStagesShort slots) where it applies, unless TQ_DECODE_SHORT=0 (read at
+// every launch: the tests switch it).
 using TqKernel = void (*)(TqParams);
-TqKernel tq128_kernel_choice() {
-  static const TqKernel k = env_int("TQ_DECODE_TQ_V7", 0) != 0 ? tq128_kernel<16> : tq128_kernel<32>;
-  return k;
+struct TqForm {
+  TqKernel kernel;
+  size_t smem;
+  int carveout;  // preferred shared-memory split, percent
+};
+TqForm tq128_form(bool short_form) {
+  static const bool v7 = env_int("TQ_DECODE_TQ_V7", 0) != 0;
+  if (short_form) return {tq128_kernel<32, kStagesShort>, smem_bytes(kStagesShort), kSmallSmemCarveout};
+  return {v7 ? tq128_kernel<16, kStagesLong> : tq128_kernel<32, kStagesLong>, smem_bytes(kStagesLong),
+          int(cudaSharedmemCarveoutMaxShared)};
 }
-void configure(TqKernel k) {
-  CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
-  CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-  // Ask for the largest shared-memory carveout: kBlocksPerSm blocks per SM.
-  CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                  int(cudaSharedmemCarveoutMaxShared)));
+void configure(const TqForm& f) {
+  static std::mutex mu;
+  static TqKernel done[3] = {};  // v8 and v7 long, short
+  std::lock_guard<std::mutex> lock(mu);
+  int n = 0;
+  for (; n < 3 && done[n]; ++n)
+    if (done[n] == f.kernel) return;
+  CUDA_CHECK(cudaFuncSetAttribute(f.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(f.smem)));
+  CUDA_CHECK(cudaFuncSetAttribute(f.kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  // The long form asks for the largest shared-memory split (kBlocksPerSm blocks per SM); the
+  // short one for the GEMVs' (kSmallSmemCarveout).
+  CUDA_CHECK(cudaFuncSetAttribute(f.kernel, cudaFuncAttributePreferredSharedMemoryCarveout, f.carveout));
+  if (n < 3) done[n] = f.kernel;
 }
 
 // v11's cluster merge needs all n_split blocks of a (sequence, kv head, subgroup) in one
 // cluster (at most kMaxCluster, the non-portable limit) and the whole grid resident at once:
 // clusters are placed within a GPC, so fewer of them may fit than blocks per SM suggest.
 constexpr int kMaxCluster = 16;
-int max_active_clusters(TqKernel k, int n_split) {
+int max_active_clusters(const TqForm& f, int n_split) {
   static std::mutex mu;
-  static int cache[kMaxCluster + 1] = {};
+  static int cache[2][kMaxCluster + 1] = {};
   std::lock_guard<std::mutex> lock(mu);
-  if (cache[n_split] == 0) {
+  int& n_cached = cache[f.smem == smem_bytes(kStagesShort) ? 1 : 0][n_split];
+  if (n_cached == 0) {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(n_split, 1, 1);
     cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = kSmem;
+    cfg.dynamicSmemBytes = f.smem;
     cudaLaunchAttribute attr{};
     attr.id = cudaLaunchAttributeClusterDimension;
     attr.val.clusterDim.x = n_split, attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
     int n = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, k, &cfg));
-    cache[n_split] = n > 0 ? n : -1;
+    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, f.kernel, &cfg));
+    n_cached = n > 0 ? n : -1;
   }
-  return cache[n_split];
+  return n_cached;
 }
-bool use_cluster(TqKernel k, int n_split, int64_t n_clusters) {
+bool use_cluster(const TqForm& f, int n_split, int64_t n_clusters) {
   const char* off = std::getenv("TQ_DECODE_CLUSTER");  // per launch: the tests switch it
   if ((off && std::atoi(off) == 0) || n_split > kMaxCluster) return false;
-  return n_split == 1 || max_active_clusters(k, n_split) >= n_clusters;
+  return n_split == 1 || max_active_clusters(f, n_split) >= n_clusters;
 }
 
 }  // namespace
 
 int tq128_max_clusters(int n_split) {
   if (n_split < 1 || n_split > kMaxCluster) return 0;
-  const TqKernel k = tq128_kernel_choice();
-  configure(k);
-  return std::max(0, max_active_clusters(k, n_split));
+  const TqForm f = tq128_form(false);
+  configure(f);
+  return std::max(0, max_active_clusters(f, n_split));
 }
 
 int tq128_blocks_per_sm() {
-  const TqKernel k = tq128_kernel_choice();
-  configure(k);
+  const TqForm f = tq128_form(false);
+  configure(f);
   int n = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, kThreads, kSmem));
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, f.kernel, kThreads, f.smem));
   return n;
 }
 
@@ -709,22 +760,26 @@ void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void*
     p.vsign_in[i] = a.v_codec->sign_in[i];
     p.vsign_out[i] = a.v_codec->sign_out[i];
   }
-  if (size_t(8) * (2 * p.n_total + D) * 4 > size_t(kScratchBytes))
+  if (size_t(8) * (2 * p.n_total + D) * 4 > size_t(scratch_bytes(kStagesShort)))
     raise("decode_attention: too many splits for the fused merge");
-  const TqKernel kern = tq128_kernel_choice();
-  static std::once_flag configured;
-  std::call_once(configured, [kern] { configure(kern); });
+  // v13: the short form at batch 1 (lengths by value) when every split's records fit its
+  // kStagesShort stages and its exact-tail rows the kPreRowsShort loaded at the start.
+  const bool short_fits =
+      p.len1 >= 0 && (p.len1 + 7) / 8 <= int64_t(p.n_split) * (kStagesShort * kStageTok / 8) &&
+      (!p.kt || (p.tlen1 >= 0 && p.tlen1 <= int64_t(p.n_split) * kPreRowsShort));
+  const TqForm form = tq128_form(short_fits && env_int("TQ_DECODE_SHORT", 1) != 0);
+  configure(form);
   // v12: a PDL launch unless TQ_DECODE_PDL=0, but not in the batched form (descriptors): there
   // the engine's B=8 8K TQ4 decode measured 1,021-1,022 against 1,050-1,058 tok/s without it
   // (session 7, same run); its blocks have no early work to do.
   static const bool pdl_on = env_int("TQ_DECODE_PDL", 1) != 0;
   const bool pdl = pdl_on && !a.seqs;
   const int64_t n_clusters = int64_t(a.batch) * a.n_head_kv * plan.n_sub;
-  p.cluster = use_cluster(kern, p.n_total, n_clusters) ? 1 : 0;
+  p.cluster = use_cluster(form, p.n_total, n_clusters) ? 1 : 0;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(p.n_total, a.n_head_kv * plan.n_sub, a.batch);
   cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = kSmem;
+  cfg.dynamicSmemBytes = form.smem;
   cfg.stream = as_stream(stream);
   cudaLaunchAttribute attr[2];
   int n_attr = 0;
@@ -740,7 +795,7 @@ void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void*
   }
   cfg.attrs = attr;
   cfg.numAttrs = n_attr;
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kern, p));
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, form.kernel, p));
   check_last_launch("tq128_kernel");
 }
 

@@ -330,12 +330,12 @@ int resident_blocks(const void* kernel, int threads, size_t smem) {
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            int(kMaxStagedBytes)) != cudaSuccess)
     raise("gemv: cannot raise the shared memory limit");
-  // A quarter of the unified L1 / shared memory as shared memory (the staged input needs at most
-  // 48 KB at Qwen3-8B shapes), the rest L1 for the weight loads in flight. Without a preference
-  // the SMs keep the split of the kernel before: after the TurboQuant decode (225 KB of shared
-  // memory) the GEMVs of a batch-1 decode step then took 4 us more per layer (bench/results/
-  // cuda-notes.md, session 7). TQ_GEMV_CARVEOUT=-1 leaves the split to the driver.
-  static const int carveout = env_int("TQ_GEMV_CARVEOUT", 25);
+  // kSmallSmemCarveout (cuda_common.cuh): the staged input needs at most 48 KB at Qwen3-8B
+  // shapes, the rest is L1 for the weight loads in flight. Without a preference the SMs keep the
+  // split of the kernel before: after the TurboQuant decode (225 KB of shared memory) the GEMVs of
+  // a batch-1 decode step then took 4 us more per layer (bench/results/cuda-notes.md, session 7).
+  // TQ_GEMV_CARVEOUT=N sets another percentage; -1 leaves the split to the driver.
+  static const int carveout = env_int("TQ_GEMV_CARVEOUT", kSmallSmemCarveout);
   if (carveout >= 0 && cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                             std::min(carveout, 100)) != cudaSuccess)
     raise("gemv: cannot set the shared memory carveout");

@@ -15,7 +15,11 @@ constexpr int kWarps = 12;  // one block per SM shares the 64 KB table
 constexpr int kThreads = kWarps * 32;
 static_assert(kWarps % 4 == 0, "the exact tail splits 32-row chunks over 4 warps per head group");
 constexpr int kStageTok = 16 * kWarps;  // 16 tokens per warp per stage
-constexpr int kStages = 6;
+// Stage slots of the pipeline: long contexts keep 5 stages in flight. v13's short form (batch 1,
+// one stage a split, at most kPreRowsShort exact-tail rows a split, all loaded at the start) has
+// one slot, its queries outside it, and fits the split the GEMVs run with (kSmallSmemCarveout).
+constexpr int kStagesLong = 6;
+constexpr int kStagesShort = 1;
 constexpr int kRow = D / 2;                                             // code bytes per token
 constexpr int kStageBytes = 2 * kStageTok * kRow + 2 * kStageTok * 2;  // K, V codes; K, V scales
 // Table: entry e (a code byte) at e * kLutStride bytes, lane l's copy of half2 (c[lo], c[hi]) at
@@ -24,12 +28,20 @@ constexpr int kStageBytes = 2 * kStageTok * kRow + 2 * kStageTok * 2;  // K, V c
 constexpr bool kBigLut = true;
 constexpr int kLutStride = kBigLut ? 256 : 128;
 constexpr int kLutBytes = 256 * kLutStride;
-constexpr int kScratchBytes = kLutBytes + kStages * kStageBytes;  // reused after the loop
-// Past the scratch: up to kPreRows exact-tail rows of K and V, loaded at the start (v10), and a
-// copy of the rotated queries for the tail (those in the last stage slot are overwritten).
+constexpr int scratch_bytes(int S) { return kLutBytes + S * kStageBytes; }  // reused after the loop
+// Past the scratch: up to pre_rows(S) exact-tail rows of K and V, loaded at the start (v10), a
+// copy of the rotated queries for the tail (those in the last stage slot are overwritten) and, in
+// the short form, the rotated queries themselves ([2][8][D]: plain and swizzled).
 constexpr int kPreRows = 8;
-constexpr size_t kSmem = size_t(kScratchBytes) + (2 * kPreRows + 8) * D * sizeof(float);
-static_assert(kSmem + 128 <= 227 * 1024, "one block per SM: the opt-in shared memory limit");
+constexpr int kPreRowsShort = 16;
+constexpr int pre_rows(int S) { return S == kStagesShort ? kPreRowsShort : kPreRows; }
+constexpr size_t smem_bytes(int S) {
+  return size_t(scratch_bytes(S)) +
+         (2 * pre_rows(S) + 8 + (S == kStagesShort ? 16 : 0)) * D * sizeof(float);
+}
+static_assert(smem_bytes(kStagesLong) + 128 <= 227 * 1024, "one block per SM: the opt-in limit");
+static_assert(smem_bytes(kStagesShort) + 1024 <= kSmallSmemCarveoutBytes,
+              "the short form fits the GEMVs' shared-memory split");
 constexpr int kBlocksPerSm = 1;
 static_assert(kBlocksPerSm == kTq128BlocksPerSm, "kernel_choice.h sizes the wave");
 static_assert(kPreRows == kTq128TailRowsPerSplit, "kernel_choice.h sizes short tails' splits");
@@ -132,6 +144,37 @@ __device__ __forceinline__ uint32_t lut_byte(const uint8_t* lut, uint32_t lane4,
   else
     off = ((K == 0 ? (w << 7) : (w >> (8 * K - 7))) & 0x7f80u) | lane4;
   return *reinterpret_cast<const uint32_t*>(lut + off);
+}
+
+// The exact tail of the short form (v13): this warp takes head g over rows cls, cls + n_cls, ..
+// (< nr) of the rows preloaded at tpre ([K, V][pre][D], rotated), in a rolled loop, and stores one
+// partial for the class: columns (wcol) at tacc + (cls * 8 + g) * D, (m, l) at tm / tl[cls * 8 + g].
+// The tail runs once per launch, so its code is fetched cold (this is a tenth of the long form's
+// unrolled code), and its rows' online softmax is a serial chain, split over the classes (9 rows
+// on one warp took 1.6 us, session 8).
+__device__ __forceinline__ void tail_short(const float* tpre, int pre, const float* qkeep, int nr,
+                                           int g, int cls, int n_cls, int swz, float* tacc,
+                                           float* tm, float* tl) {
+  const int lane = threadIdx.x & 31;
+  const float4 qv = reinterpret_cast<const float4*>(qkeep + g * D)[lane];
+  float m = kNegInf, l = 0.0f;
+  float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 1
+  for (int r = cls; r < nr; r += n_cls) {
+    const float4 kv = reinterpret_cast<const float4*>(tpre + r * D)[lane];
+    const float4 vv = reinterpret_cast<const float4*>(tpre + (pre + r) * D)[lane];
+    float d = qv.x * kv.x + qv.y * kv.y + qv.z * kv.z + qv.w * kv.w;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+    const float mn = fmaxf(m, d), c = exp2f(m - mn), e = exp2f(d - mn);
+    a = make_float4(a.x * c + e * vv.x, a.y * c + e * vv.y, a.z * c + e * vv.z, a.w * c + e * vv.w);
+    l = l * c + e;
+    m = mn;
+  }
+  float* row = tacc + (cls * 8 + g) * D;
+  *reinterpret_cast<float2*>(row + wcol(g, 4 * lane, swz)) = make_float2(a.x, a.y);
+  *reinterpret_cast<float2*>(row + wcol(g, 4 * lane + 2, swz)) = make_float2(a.z, a.w);
+  if (lane == 0) tm[cls * 8 + g] = m, tl[cls * 8 + g] = l;
 }
 
 // Merge of one head's n splits by one warp (lane l: columns 4 l .. 4 l + 3), undoing the V

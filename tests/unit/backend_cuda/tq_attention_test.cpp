@@ -242,14 +242,16 @@ void tq_decode_case(Backend& be, const DecodeCase& c) {
     a.tail_lens = static_cast<const int32_t*>(tlens.data());
   }
   // d = 128: the splits merge in a cluster (v11) by default, through global memory with
-  // TQ_DECODE_CLUSTER=0; at batch 1 also with the lengths passed by value, and (v12) with every
-  // record loadable before the PDL wait. All must match.
-  for (int variant = 0; variant < (B == 1 ? 4 : 2); ++variant) {
+  // TQ_DECODE_CLUSTER=0; at batch 1 also with the lengths passed by value, (v12) with every
+  // record loadable before the PDL wait, and (v13) so again with the short form (one stage slot,
+  // which short contexts take by default) turned off. All must match.
+  for (int variant = 0; variant < (B == 1 ? 5 : 2); ++variant) {
     const char* cluster = variant == 1 ? "0" : "1";
     setenv("TQ_DECODE_CLUSTER", cluster, 1);
+    setenv("TQ_DECODE_SHORT", variant == 4 ? "0" : "1", 1);
     a.len = variant >= 2 ? c.lens[0] : -1;
     a.tail_len = variant >= 2 && has_tail ? c.tail[0] : -1;
-    a.early_rows = variant == 3 ? c.lens[0] : 0;
+    a.early_rows = variant >= 3 ? c.lens[0] : 0;
     DeviceBuffer out = poisoned(be, q.size());
     a.out = out.f32();
     cuda::poison_shared_memory();  // stale shared memory must never reach the output
@@ -260,10 +262,15 @@ void tq_decode_case(Backend& be, const DecodeCase& c) {
     const double err = rel_err(oh, ref);
     std::printf("tq decode d=%d heads %d/%d B=%d splits %d tail %d cluster %s lens %s: rel err %.2e\n",
                 d, c.n_head, c.n_kv, B, plan.n_split, int(has_tail), cluster,
-                variant == 3 ? "by value, early" : variant == 2 ? "by value" : "array", err);
+                variant == 4   ? "by value, early, long form"
+                : variant == 3 ? "by value, early"
+                : variant == 2 ? "by value"
+                               : "array",
+                err);
     EXPECT_LT(err, 5e-3) << "TQ_DECODE_CLUSTER=" << cluster << " variant " << variant;
   }
   unsetenv("TQ_DECODE_CLUSTER");
+  unsetenv("TQ_DECODE_SHORT");
   if (B == 1 && d == 128 && c.lens[0] >= 2) late_newest_record(be, c, a, plan, ref, kcodes, vcodes, kscale, vscale, cap);
 }
 
@@ -277,6 +284,7 @@ TEST(CudaTurboQuant, DecodeAttentionMatchesCpuReference) {
   tq_decode_case(*be, {128, 32, 8, {100000}});         // long: many stages per split
   tq_decode_case(*be, {128, 64, 4, {3000, 7}});        // 16 heads per kv head at d=128
   tq_decode_case(*be, {128, 32, 8, {5000}});  // batch 1: the last split's 2nd stage holds row L - 1
+  tq_decode_case(*be, {128, 32, 8, {2000}});  // batch 1, short form: one stage a split
 }
 
 TEST(CudaTurboQuant, DecodeAttentionWithExactTailMatchesCpuReference) {
@@ -286,6 +294,10 @@ TEST(CudaTurboQuant, DecodeAttentionWithExactTailMatchesCpuReference) {
   tq_decode_case(*be, {128, 4, 2, {64, 2049}, {128, 128}});
   tq_decode_case(*be, {128, 32, 8, {40000}, {128}});  // batch 1: lengths by value too
   tq_decode_case(*be, {128, 32, 8, {3}, {77}});
+  // Batch 1, short form: the engine's short context (a 128-row window plus the step's row: 9
+  // tail rows a split), and tiny-qwen3's grouping.
+  tq_decode_case(*be, {128, 32, 8, {384}, {129}});
+  tq_decode_case(*be, {128, 4, 2, {100}, {20}});
   // 5 sequences x 8 kv heads with a tail, short contexts: more blocks than one wave.
   tq_decode_case(*be, {128, 32, 8, {700, 300, 1000, 64, 513}, {5, 0, 128, 17, 1}});
   // 16 sequences: one split per (sequence, kv head), so each block takes every chunk of its
