@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -48,6 +49,11 @@ class CudaBackend final : public Backend {
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
+    // Probe TQ_DECODE_STAMPS=1 (decode_tq128.cu): the phases of the last TurboQuant decode.
+    if (const char* e = std::getenv("TQ_DECODE_STAMPS"); e && *e && *e != '0') try {
+        std::fprintf(stderr, "%s\n", cuda::tq128_stamp_report().c_str());
+      } catch (...) {
+      }
     for (auto& [key, plan] : plans_) destroy(plan);
     if (act_bf16_) cudaFree(act_bf16_);
     if (ids_dev_) cudaFree(ids_dev_);

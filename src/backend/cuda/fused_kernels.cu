@@ -135,7 +135,6 @@ __global__ void qk_norm_rope_kernel(float* q, float* k, int64_t n_head, int64_t 
                                     int64_t q_rows, int64_t d, const float* q_w, const float* k_w,
                                     float eps, int64_t pos0, const float* inv_freq,
                                     const int32_t* pos, __grid_constant__ const AppendDest ap) {
-  pdl_enter();
   const int64_t r = blockIdx.x;
   const bool is_q = r < q_rows;
   const int64_t t = is_q ? r / n_head : (r - q_rows) / n_head_kv;
@@ -143,10 +142,15 @@ __global__ void qk_norm_rope_kernel(float* q, float* k, int64_t n_head, int64_t 
   const float* w = is_q ? q_w : k_w;
   const int64_t half = d / 2, i = threadIdx.x;
   const bool live = i < half;
+  // The norm weights before the wait (no kernel writes them): their loads overlap the previous
+  // kernel instead of following the inputs' (session 8: the decode step's q/k segment 3.46 ->
+  // 2.59 us a layer dense, 5.70 -> 5.09 TurboQuant).
+  const float w1 = w && live ? w[i] : 1.0f, w2 = w && live ? w[i + half] : 1.0f;
+  pdl_enter();
   float x1 = live ? x[i] : 0.0f, x2 = live ? x[i + half] : 0.0f;
   if (w) {
     const float inv = 1.0f / sqrtf(block_sum(x1 * x1 + x2 * x2) / float(d) + eps);
-    if (live) x1 = w[i] * (x1 * inv), x2 = w[i + half] * (x2 * inv);
+    if (live) x1 = w1 * (x1 * inv), x2 = w2 * (x2 * inv);
   }
   float y1 = 0.0f, y2 = 0.0f;
   if (live) {
