@@ -1,21 +1,11 @@
 // Fast TurboQuant 4-bit decode attention for head_dim 128: split-K over the context with codes
-// and scales staged in shared memory by a 5-deep pipeline of bulk copies (one thread, mbarrier),
-// tensor-core scores and PV on table-decoded codes, an optional exact tail (rotated f32 rows)
-// whose 32-row chunks the split blocks take after their codes, and the cross-split merge +
-// inverse V rotation fused into the last block of each (sequence, kv head) or, v11, into a
-// cluster of its split blocks.
-//
-// Versions (bench/results/cuda-notes.md): v4 bulk copies + mbarrier, table lookups by PRMT + LDS;
-// v7 one block of 12 warps per SM sharing the 64 KB table, 192-token stages (6 slots of 25 KB,
-// 5 in flight), token columns permuted (pi(j) = j ^ ((j >> 1) & 1)); v8 32 tokens per warp per
-// stage (warp groups take alternate stages), PV operands by nibble interleave; v9 conflict-free
-// query fragments and partial sums, rotations in registers, the merge without block barriers;
-// v10 the exact tail folded into the split blocks (was one more block per (sequence, kv head):
-// slow alone at batch 1, a second wave at batch 8).
-// v11 the splits of a (sequence, kv head) merge through distributed shared memory when they fit
-// one cluster (batch 6 and up on the H200), a cheaper block combine, batch-1 lengths by value.
-// v12 a PDL launch (single-array form): the table and, at batch 1, the first stages of records
-// the previous kernel does not write (DecodeAttnArgs::early_rows) before griddepcontrol.wait.
+// and scales staged in shared memory by bulk copies (one thread, mbarrier per slot), tensor-core
+// scores and PV on table-decoded codes (a per-lane 64 KB byte -> half2 table, one block of 12 warps
+// per SM), an optional exact tail (rotated f32 rows) shared out among the split blocks, and the
+// cross-split merge + inverse V rotation fused into the last block of each (sequence, kv head) or
+// into a cluster of its split blocks. Two forms: the long one (6 slots, 5 stages in flight) and,
+// v13, the short one for batch-1 short contexts (one slot, the tail rows preloaded, 117 KB).
+// Versions v4-v13 and what each measured: bench/results/cuda-notes.md.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -169,9 +159,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
     place();
   }
 
-  // Exact tail (v10): split s takes tail rows [tr0, tr1) after its codes. Up to kPreRows of them
-  // are loaded at the start into their own region (their latency hides behind the codes);
-  // more go in 32-row chunks double-buffered in stage slots 0-2 (free after the loop).
+  // Exact tail (v10): split s takes tail rows [tr0, tr1) after its codes. Up to kPre of them (8;
+  // short form 16) are loaded at the start into their own region (their latency hides behind the
+  // codes); more (long form) go in 32-row chunks double-buffered in stage slots 0-2 (free after
+  // the loop).
   const int tr0 = int(int64_t(TL) * split / p.n_split);
   const int tr1 = int(int64_t(TL) * (split + 1) / p.n_split);
   const bool pre = tr1 - tr0 <= kPre;
