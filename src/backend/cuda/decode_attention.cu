@@ -14,6 +14,7 @@
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/tq_hadamard.cuh"
 #include "backend/cuda/tq_cuda.h"
 
 namespace tq::cuda {
@@ -41,9 +42,6 @@ struct DecodeParams {
   uint32_t ksign_in[8], ksign_out[8];
 };
 
-__device__ __forceinline__ bool sign_bit(const uint32_t* mask, int i) {
-  return (mask[i >> 5] >> (i & 31)) & 1u;
-}
 
 template <int D, bool TQ>
 struct Shape {
@@ -118,7 +116,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const DecodeParams 
   __syncthreads();
   if constexpr (TQ) {  // y = D2 H D1 q / sqrt(D), all rows at once
     for (int i = tid; i < 8 * D; i += kThreads)
-      if (sign_bit(p.ksign_in, i % D)) qs[i] = -qs[i];
+      if (tq_sign_set(p.ksign_in, i % D)) qs[i] = -qs[i];
     __syncthreads();
     for (int h = 1; h < D; h <<= 1) {
       for (int i = tid; i < 8 * D / 2; i += kThreads) {
@@ -133,7 +131,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const DecodeParams 
     }
     const float s = p.qscale * rsqrtf(float(D));
     for (int i = tid; i < 8 * D; i += kThreads)
-      qs[i] *= sign_bit(p.ksign_out, i % D) ? -s : s;
+      qs[i] *= tq_sign_set(p.ksign_out, i % D) ? -s : s;
   } else {
     for (int i = tid; i < 8 * D; i += kThreads) qs[i] *= p.qscale;
   }
@@ -369,7 +367,7 @@ __global__ void __launch_bounds__(D) merge_kernel(const MergeParams p) {
     a /= l;
   }
   if constexpr (TQ) {  // x = D1 H D2 y / sqrt(D)
-    y[c] = sign_bit(p.vsign_out, c) ? -a : a;
+    y[c] = tq_sign_set(p.vsign_out, c) ? -a : a;
     __syncthreads();
     for (int h = 1; h < D; h <<= 1) {
       if (c < D / 2) {
@@ -381,7 +379,7 @@ __global__ void __launch_bounds__(D) merge_kernel(const MergeParams p) {
       __syncthreads();
     }
     const float s = rsqrtf(float(D));
-    a = y[c] * (sign_bit(p.vsign_in, c) ? -s : s);
+    a = y[c] * (tq_sign_set(p.vsign_in, c) ? -s : s);
   }
   const int64_t orow =
       p.seqs ? int64_t(p.seqs[row / p.n_head].row) * p.n_head + row % p.n_head : row;

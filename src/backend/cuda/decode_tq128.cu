@@ -198,11 +198,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int c = 4 * lane + i;
-      e[i] = sign_bit(p.ksign_in, c) ? -qx[i] : qx[i];
+      e[i] = tq_sign_set(p.ksign_in, c) ? -qx[i] : qx[i];
     }
     fwht128(e, lane);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) e[i] *= sign_bit(p.ksign_out, 4 * lane + i) ? -sq : sq;
+    for (int i = 0; i < 4; ++i) e[i] *= tq_sign_set(p.ksign_out, 4 * lane + i) ? -sq : sq;
     const float4 v = make_float4(e[0], e[1], e[2], e[3]);
     reinterpret_cast<float4*>(qs + g * D)[lane] = v;
     reinterpret_cast<float4*>(qsw + g * D)[lane ^ g] = v;

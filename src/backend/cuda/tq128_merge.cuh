@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/tq_hadamard.cuh"
 #include "backend/cuda/tq_cuda.h"
 
 namespace tq::cuda::tq128 {
@@ -109,9 +110,6 @@ __device__ __forceinline__ void stamp(const TqParams& p, int k) {
   }
 }
 
-__device__ __forceinline__ bool sign_bit(const uint32_t* mask, int i) {
-  return (mask[i >> 5] >> (i & 31)) & 1u;
-}
 // Walsh-Hadamard transform (unnormalised) of a 128-vector held by a warp, lane l owning elements
 // 4 l .. 4 l + 3: the butterflies (j, j + h) for h = 1, 2 in registers, then h = 4 .. 64 by
 // shuffles; same operations in the same order as the shared-memory passes (bit-identical).
@@ -224,13 +222,13 @@ __device__ __forceinline__ void merge_head(const TqParams& p, int n, AccOf acc_o
   }
   float e[4] = {a.x, a.y, a.z, a.w};
 #pragma unroll
-  for (int i = 0; i < 4; ++i) e[i] = sign_bit(p.vsign_out, 4 * lane + i) ? -e[i] : e[i];
+  for (int i = 0; i < 4; ++i) e[i] = tq_sign_set(p.vsign_out, 4 * lane + i) ? -e[i] : e[i];
   fwht128(e, lane);  // x = D1 H D2 y / sqrt(D), in registers (v9)
   const float sc = rsqrtf(float(D));
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int c = 4 * lane + i;
-    orow[c] = e[i] * (sign_bit(p.vsign_in, c) ? -sc : sc);
+    orow[c] = e[i] * (tq_sign_set(p.vsign_in, c) ? -sc : sc);
   }
 }
 
