@@ -394,10 +394,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   float* wl = wm + kWarps * 8;
   // The tail's partials: past the chunk buffers, or in the short form (every row preloaded, no
   // chunk buffers) at the stages' start.
-  float* tacc = reinterpret_cast<float*>(smem + kLutBytes) + (kStages == kStagesLong ? 4 * 32 * D : 0);
+  float* tacc = reinterpret_cast<float*>(smem + kLutBytes) + (kShort ? 0 : 4 * 32 * D);
   float* tm = tacc + (kShort ? kTailClasses * 8 : kWarps * 8) * D;  // (short form: per class)
   float* tl = tm + (kShort ? kTailClasses * 8 : kWarps * 8);
-  static_assert(kStages != kStagesLong ||
+  static_assert(kShort ||
                     kLutBytes + (4 * 32 * D + kPart) * 4 <= (kStages - 1) * kStageBytes + kLutBytes,
                 "tail buffers and partials must stay clear of the queries in the last slot");
   static_assert(kTailClasses * 8 * (D + 2) * 4 <= kStagesShort * kStageBytes,
@@ -621,28 +621,27 @@ int* merge_counters(size_t n) {
 using TqKernel = void (*)(TqParams);
 struct TqForm {
   TqKernel kernel;
+  bool short_form;
   size_t smem;
-  int carveout;  // preferred shared-memory split, percent
+  int scratch;  // shared-memory bytes free after the loop (the fused merge's scratch)
 };
-TqForm tq128_form(bool short_form) {
-  static const bool v7 = env_int("TQ_DECODE_TQ_V7", 0) != 0;
-  if (short_form) return {tq128_kernel<32, kStagesShort>, smem_bytes(kStagesShort), kSmallSmemCarveout};
-  return {v7 ? tq128_kernel<16, kStagesLong> : tq128_kernel<32, kStagesLong>, smem_bytes(kStagesLong),
-          int(cudaSharedmemCarveoutMaxShared)};
-}
-void configure(const TqForm& f) {
-  static std::mutex mu;
-  static TqKernel done[3] = {};  // v8 and v7 long, short
-  std::lock_guard<std::mutex> lock(mu);
-  int n = 0;
-  for (; n < 3 && done[n]; ++n)
-    if (done[n] == f.kernel) return;
+// The kernel's attributes, set once per form: the long form asks for the largest shared-memory
+// split (kBlocksPerSm blocks per SM), the short one for the GEMVs' (kSmallSmemCarveout).
+TqForm configured(const TqForm& f, int carveout) {
   CUDA_CHECK(cudaFuncSetAttribute(f.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(f.smem)));
   CUDA_CHECK(cudaFuncSetAttribute(f.kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-  // The long form asks for the largest shared-memory split (kBlocksPerSm blocks per SM); the
-  // short one for the GEMVs' (kSmallSmemCarveout).
-  CUDA_CHECK(cudaFuncSetAttribute(f.kernel, cudaFuncAttributePreferredSharedMemoryCarveout, f.carveout));
-  if (n < 3) done[n] = f.kernel;
+  CUDA_CHECK(cudaFuncSetAttribute(f.kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout));
+  return f;
+}
+TqForm tq128_form(bool short_form) {
+  static const TqForm long_form = configured(
+      {env_int("TQ_DECODE_TQ_V7", 0) != 0 ? tq128_kernel<16, kStagesLong> : tq128_kernel<32, kStagesLong>,
+       false, smem_bytes(kStagesLong), scratch_bytes(kStagesLong)},
+      int(cudaSharedmemCarveoutMaxShared));
+  static const TqForm short_one =
+      configured({tq128_kernel<32, kStagesShort>, true, smem_bytes(kStagesShort), scratch_bytes(kStagesShort)},
+                 kSmallSmemCarveout);
+  return short_form ? short_one : long_form;
 }
 
 // v11's cluster merge needs all n_split blocks of a (sequence, kv head, subgroup) in one
@@ -653,7 +652,7 @@ int max_active_clusters(const TqForm& f, int n_split) {
   static std::mutex mu;
   static int cache[2][kMaxCluster + 1] = {};
   std::lock_guard<std::mutex> lock(mu);
-  int& n_cached = cache[f.smem == smem_bytes(kStagesShort) ? 1 : 0][n_split];
+  int& n_cached = cache[f.short_form ? 1 : 0][n_split];
   if (n_cached == 0) {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(n_split, 1, 1);
@@ -680,14 +679,11 @@ bool use_cluster(const TqForm& f, int n_split, int64_t n_clusters) {
 
 int tq128_max_clusters(int n_split) {
   if (n_split < 1 || n_split > kMaxCluster) return 0;
-  const TqForm f = tq128_form(false);
-  configure(f);
-  return std::max(0, max_active_clusters(f, n_split));
+  return std::max(0, max_active_clusters(tq128_form(false), n_split));
 }
 
 int tq128_blocks_per_sm() {
   const TqForm f = tq128_form(false);
-  configure(f);
   int n = 0;
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, f.kernel, kThreads, f.smem));
   return n;
@@ -751,15 +747,14 @@ void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void*
     p.vsign_in[i] = a.v_codec->sign_in[i];
     p.vsign_out[i] = a.v_codec->sign_out[i];
   }
-  if (size_t(8) * (2 * p.n_total + D) * 4 > size_t(scratch_bytes(kStagesShort)))
-    raise("decode_attention: too many splits for the fused merge");
   // v13: the short form at batch 1 (lengths by value) when every split's records fit its
   // kStagesShort stages and its exact-tail rows the kPreRowsShort loaded at the start.
   const bool short_fits =
       p.len1 >= 0 && (p.len1 + 7) / 8 <= int64_t(p.n_split) * (kStagesShort * kStageTok / 8) &&
       (!p.kt || (p.tlen1 >= 0 && p.tlen1 <= int64_t(p.n_split) * kPreRowsShort));
   const TqForm form = tq128_form(short_fits && env_int("TQ_DECODE_SHORT", 1) != 0);
-  configure(form);
+  if (size_t(8) * (2 * p.n_total + D) * 4 > size_t(form.scratch))
+    raise("decode_attention: too many splits for the fused merge");
   // v12: a PDL launch unless TQ_DECODE_PDL=0, but not in the batched form (descriptors): there
   // the engine's B=8 8K TQ4 decode measured 1,021-1,022 against 1,050-1,058 tok/s without it
   // (session 7, same run); its blocks have no early work to do.
