@@ -154,6 +154,11 @@ struct KvAppend {
   TqStore tq;
   TqRows rows;
   int64_t at = 0, rows_at = 0, row = 0;
+  // A TurboQuant record whose token also goes to the exact window (rows.k non-null) may be
+  // written later, by the next Backend::finish_appends(): the caller attends over the window row
+  // and calls finish_appends() before anything reads the record (CUDA: the encode then runs
+  // beside the attention instead of before it).
+  bool defer_record = false;
 };
 
 // Backend::logits_top: the entries of a logits row that decide sampling and logprobs. Ranking:
@@ -307,6 +312,9 @@ class Backend {
     qk_norm_rope_rows(q, k, T, n_head, n_head_kv, head_dim, q_norm, k_norm, eps, pos, inv_freq);
     kv_append_batch(appends, k, v);
   }
+  // Writes the records qk_norm_rope_append deferred (KvAppend::defer_record); k and v must still
+  // hold that call's rows. Nothing to do where appends are immediate.
+  virtual void finish_appends() {}
   // Decode attention of several sequences at once (one query each, every key visible):
   // out[s.row] = attention of q[s.row] over sequence s. The base version makes the
   // per-sequence attention() / tq_attention() calls the caches' append_and_attend makes; a

@@ -140,6 +140,7 @@ class DecoderLm final : public Model {
           LayerCache& lc = *steps[si].cache->layers[size_t(li)];
           if (steps[si].ids.size() != 1 || !lc.decode_reserve(be, app, view)) continue;
           app.row = view.row = int64_t(row);
+          app.defer_record = true;  // attended below from the window; finished after that
           appends_.push_back(app);
           batch_.push_back(view);
           batch_caches_.push_back(&lc);
@@ -177,6 +178,7 @@ class DecoderLm final : public Model {
         be.decode_attention_batch(batch_, q, attn, c.n_head, scale);
         for (LayerCache* lc : batch_caches_) lc->finish_decode(be);
       }
+      be.finish_appends();  // before the next layer's q/k/v overwrite this one's k and v
       be.linear_add(attn, T, L.o, x, h);
       swiglu_mlp(x, T, L.post_norm, L.gate, L.up, L.down, h, ws_gate_.f32(), ws_up_.f32());
     }

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -186,6 +187,7 @@ class CudaBackend final : public Backend {
                          int64_t head_dim, const Weight* q_norm, const Weight* k_norm, float eps,
                          std::span<const int64_t> pos, std::span<const float> inv_freq) override;
   void kv_append_batch(std::span<const KvAppend> seqs, const float* k, const float* v) override;
+  void finish_appends() override;  // cuda_backend_batch.cpp
   // One one-token sequence (bf16 or TurboQuant store): RoPE and append in one launch, nothing
   // uploaded; otherwise the two calls above. TQ_FUSED_APPEND=0: always the two calls.
   void qk_norm_rope_append(float* q, float* k, const float* v, int64_t T, int64_t n_head,
@@ -210,6 +212,16 @@ class CudaBackend final : public Backend {
 
  private:
   static constexpr size_t kLtWorkspace = 32u << 20;
+  // A record qk_norm_rope_append deferred (KvAppend::defer_record): finish_appends() encodes it
+  // from k, v (that call's rows) into dst.
+  struct PendingRecord {
+    const float* k;
+    const float* v;
+    cuda::DecodeSeqDesc dst;
+    cuda::TqCodecDev kc, vc;
+    int n_head_kv;
+  };
+  std::optional<PendingRecord> pending_record_;
   struct GemmPlan {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;

@@ -124,6 +124,7 @@ struct AppendDest {
   DecodeSeqDesc dst;
   const float* v = nullptr;  // the rows' values [T, n_head_kv, head_dim] f32
   TqCodecDev kc, vc;
+  int defer_record = 0;  // kAppendTq: the window rows only (launch_record_encode writes the records)
 };
 
 // One block per head row of q (rows [0, T * n_head)) then k: optional RMSNorm over the head
@@ -185,10 +186,13 @@ __global__ void qk_norm_rope_kernel(float* q, float* k, int64_t n_head, int64_t 
       const float* tail = warp ? s.v_tail : s.k_tail;
       float* rot = tail ? const_cast<float*>(tail) + (h * s.tail_head_stride + s.tail_len + t) * 128
                         : nullptr;
-      encode_vec<128>(warp ? vr : key, warp ? ap.vc : ap.kc,
-                      static_cast<uint8_t*>(const_cast<void*>(warp ? s.v : s.k)),
-                      const_cast<uint16_t*>(warp ? s.v_scale : s.k_scale),
-                      h * s.head_stride + s.len + t, rot, lane);
+      if (ap.defer_record)
+        rotate_vec<128>(warp ? vr : key, warp ? ap.vc : ap.kc, rot, lane);
+      else
+        encode_vec<128>(warp ? vr : key, warp ? ap.vc : ap.kc,
+                        static_cast<uint8_t*>(const_cast<void*>(warp ? s.v : s.k)),
+                        const_cast<uint16_t*>(warp ? s.v_scale : s.k_scale),
+                        h * s.head_stride + s.len + t, rot, lane);
     }
   }
 }
@@ -310,11 +314,14 @@ void launch_qk_norm_rope_append(float* q, float* k, const float* v, int64_t T, i
                                 int64_t n_head_kv, int64_t head_dim, const float* q_w,
                                 const float* k_w, float eps, int64_t pos0, const float* inv_freq,
                                 const DecodeSeqDesc& dst, const TqCodecDev* kc,
-                                const TqCodecDev* vc, void* stream) {
+                                const TqCodecDev* vc, bool defer_record, void* stream) {
   AppendDest ap;
   ap.dst = dst;
   ap.v = v;
   if (kc && vc) ap.kc = *kc, ap.vc = *vc;
+  if (defer_record && !(kc && vc && dst.k_tail && T == 1))
+    raise("qk_norm_rope_append: a deferred record needs TurboQuant, an exact window and one token");
+  ap.defer_record = defer_record ? 1 : 0;
   qk_norm_rope_any(q, k, T, n_head, n_head_kv, head_dim, q_w, k_w, eps, pos0, nullptr, inv_freq,
                    stream, kc && vc ? kAppendTq : kAppendBf16, ap);
 }

@@ -132,11 +132,20 @@ void launch_kv_append_batch(const DecodeSeqDesc* seqs, int n_seq, const float* k
 // described by dst (host struct, fields as in tq_encode_batch: len the first slot / record,
 // tail_len the first exact row): a bf16 store (kc, vc null; as launch_kv_write) or a TurboQuant
 // one (kc, vc set; head_dim 128; the same codes as tq_encode_rows).
+// With defer_record (TurboQuant, dst.k_tail set, T = 1) it writes the exact-window rows only;
+// launch_record_encode writes the records later, from the same k (normed, rotated) and v.
 void launch_qk_norm_rope_append(float* q, float* k, const float* v, int64_t T, int64_t n_head,
                                 int64_t n_head_kv, int64_t head_dim, const float* q_w,
                                 const float* k_w, float eps, int64_t pos0, const float* inv_freq,
                                 const DecodeSeqDesc& dst, const TqCodecDev* kc,
-                                const TqCodecDev* vc, void* stream);
+                                const TqCodecDev* vc, bool defer_record, void* stream);
+// The records of one token per kv head, k and v [n_head_kv, 128] f32, to record dst.len of dst's
+// TurboQuant store (the codes of tq_encode_rows). Launched with PDL right after the attention
+// that read the token from the exact window: it encodes while that kernel runs (both only read
+// what the kernels before them wrote) and waits for it before it ends, so the next kernel's wait
+// covers the attention too.
+void launch_record_encode(const float* k, const float* v, const DecodeSeqDesc& dst,
+                          const TqCodecDev& kc, const TqCodecDev& vc, int n_head_kv, void* stream);
 
 // Conversions and fills used by tests and benchmarks (fills are hash-based: fast, reproducible
 // for a seed, and never zeros, which would time unrealistically).

@@ -6,6 +6,31 @@
 
 namespace tq::cuda {
 
+// The rotated row R x (quant::Rotation::apply's result) of the warp's vector (lane l: its PER
+// coordinates from l * PER) to rot_dst.
+template <int PER>
+__device__ __forceinline__ void store_rotated(const float (&v)[PER], const TqCodecDev& c,
+                                              float* rot_dst, int lane) {
+  float r[PER];
+#pragma unroll
+  for (int i = 0; i < PER; ++i) r[i] = v[i];
+  warp_rotate<PER>(r, lane, c.sign_in, c.sign_out);
+  float* dst = rot_dst + lane * PER;
+#pragma unroll
+  for (int i = 0; i < PER; ++i) dst[i] = r[i];
+}
+
+// The rotated row only (a record deferred to encode_vec without rot_dst, later).
+template <int D>
+__device__ __forceinline__ void rotate_vec(const float* src_row, const TqCodecDev& c,
+                                           float* rot_dst, int lane) {
+  constexpr int PER = D / 32;
+  float v[PER];
+#pragma unroll
+  for (int i = 0; i < PER; ++i) v[i] = src_row[lane * PER + i];
+  store_rotated<PER>(v, c, rot_dst, lane);
+}
+
 // One vector by one warp: lane l holds coordinates [l * D/32, (l + 1) * D/32) of src_row (global
 // or shared memory). The float operations follow quant::Rotation::apply and VectorCodec::encode
 // in the same order (butterflies a + b / a - b by stage, no contraction), so the codes match the
@@ -25,15 +50,7 @@ __device__ __forceinline__ void encode_vec(const float* src_row, const TqCodecDe
     v[i] = src[i];
     ss += double(v[i]) * double(v[i]);
   }
-  if (rot) {
-    float r[PER];
-#pragma unroll
-    for (int i = 0; i < PER; ++i) r[i] = v[i];
-    warp_rotate<PER>(r, lane, c.sign_in, c.sign_out);
-    float* dst = rot_dst + lane * PER;
-#pragma unroll
-    for (int i = 0; i < PER; ++i) dst[i] = r[i];
-  }
+  if (rot) store_rotated<PER>(v, c, rot_dst, lane);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   const float n = float(sqrt(ss));

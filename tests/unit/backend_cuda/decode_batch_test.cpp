@@ -253,7 +253,9 @@ TEST(CudaDecodeBatch, RopeRowsMatchPerRowCalls) {
 // Batch 1 as the model runs it: decode_reserve, one qk_norm_rope_append (RoPE and the append in
 // one launch: bf16 rows, or TurboQuant codes with the exact window), decode_attention_batch of
 // the one sequence, finish_decode; against qk_norm_rope + append_and_attend on a twin cache:
-// q and k bit-identical, the new token's stored state byte-identical, the attention equal.
+// q and k bit-identical, the new token's stored state byte-identical, the attention equal. Also
+// with the TurboQuant record deferred (KvAppend::defer_record) to finish_appends() after the
+// attention, as the model asks for it.
 TEST(CudaDecodeBatch, FusedRopeAppendMatchesSeparateCalls) {
   TQ_REQUIRE_GPU();
   auto be = make_cuda_backend();
@@ -265,11 +267,14 @@ TEST(CudaDecodeBatch, FusedRopeAppendMatchesSeparateCalls) {
   const std::vector<float> qn = randn(size_t(D)), kn = randn(size_t(D));
   Weight wq = be->load_weight(DType::F32, qn.data(), 1, D);
   Weight wk = be->load_weight(DType::F32, kn.data(), 1, D);
-  for (Kind kind : {Kind::Dense, Kind::Tq0, Kind::Tq128}) {
+  const std::pair<Kind, bool> cases[] = {{Kind::Dense, false}, {Kind::Tq0, false}, {Kind::Tq128, false},
+                                          {Kind::Tq0, true},     {Kind::Tq128, true}};
+  for (const auto& [kind, defer] : cases) {
     std::vector<Seq> seqs = make_seqs(*be, {kind}, 6, f, scale);  // lengths 1 .. 5000
     for (Seq& s : seqs)
       for (int st = 0; st < 2; ++st) {
-        SCOPED_TRACE(testing::Message() << "kind " << int(kind) << " len " << s.len << " step " << st);
+        SCOPED_TRACE(testing::Message() << "kind " << int(kind) << " len " << s.len << " step " << st
+                                        << " deferred record " << defer);
         const std::vector<float> q0 = randn(size_t(H * D)), k0 = randn(size_t(HK * D), 2.0f),
                                  v0 = randn(size_t(HK * D));
         DeviceBuffer qa = to_dev(*be, q0), ka = to_dev(*be, k0), va = to_dev(*be, v0);
@@ -281,12 +286,14 @@ TEST(CudaDecodeBatch, FusedRopeAppendMatchesSeparateCalls) {
         DecodeSeq view;
         KvAppend app;
         ASSERT_TRUE(s.bat->decode_reserve(*be, app, view));
+        app.defer_record = defer;
         const std::vector<int64_t> positions{pos};
         be->qk_norm_rope_append(qb.f32(), kb.f32(), vb.f32(), 1, H, HK, D, &wq, &wk, 1e-6f,
                                 positions, inv, {&app, 1});
         cuda::poison_shared_memory();
         be->decode_attention_batch({&view, 1}, qb.f32(), got.f32(), H, scale);
         s.bat->finish_decode(*be);
+        be->finish_appends();
         EXPECT_EQ(from_dev(*be, qa, size_t(H * D)), from_dev(*be, qb, size_t(H * D)));
         EXPECT_EQ(from_dev(*be, ka, size_t(HK * D)), from_dev(*be, kb, size_t(HK * D)));
         ASSERT_EQ(s.ref->n_tokens(), s.bat->n_tokens());
