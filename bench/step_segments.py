@@ -11,8 +11,10 @@ import statistics
 import sys
 
 KERNELS = ["gemv_staged_kernel", "qk_norm_rope_kernel", "decode_kernel", "merge_kernel",
-           "tq128_kernel", "embedding_kernel", "logits_top_kernel", "rms_norm_kernel"]
-ATTENTION = ("decode_kernel", "merge_kernel", "tq128_kernel")
+           "tq128_kernel", "record_encode_kernel", "embedding_kernel", "logits_top_kernel",
+           "rms_norm_kernel"]
+# The TurboQuant record of the step's token is encoded beside the attention (deferred record).
+ATTENTION = ("decode_kernel", "merge_kernel", "tq128_kernel", "record_encode_kernel")
 SEGMENTS = ["qk", "att", "o", "gu", "dn", "qkv"]
 
 
