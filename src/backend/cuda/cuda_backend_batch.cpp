@@ -197,8 +197,8 @@ void CudaBackend::qk_norm_rope_append(float* q, float* k, const float* v, int64_
     TQ_CHECK(kc.head_dim == 128 && vc.head_dim == 128);
   }
   finish_appends();  // (the caller should have: a deferred record must not wait longer)
-  // The record of a token the attention reads from the exact window is written by
-  // finish_appends(), after the attention (TQ_DEFER_RECORD=0: here).
+  // The record of a token the attention reads from the exact window is written with that
+  // attention (tq_decode) or by finish_appends() (TQ_DEFER_RECORD=0: here).
   static const bool defer_on = [] {
     const char* e = std::getenv("TQ_DEFER_RECORD");
     return !(e && *e && std::atoi(e) == 0);
@@ -209,13 +209,12 @@ void CudaBackend::qk_norm_rope_append(float* q, float* k, const float* v, int64_
                                    k_norm ? k_norm->buf.f32() : nullptr, eps, pos[0],
                                    inv_freq_dev(inv_freq), d, dense ? nullptr : &kc,
                                    dense ? nullptr : &vc, defer, stream_);
-  if (defer) pending_record_ = PendingRecord{k, v, d, kc, vc, int(n_head_kv)};
+  if (defer) pending_record_ = cuda::RecordJob{k, v, d, kc, vc, int(n_head_kv)};
 }
 
 void CudaBackend::finish_appends() {
   if (!pending_record_) return;
-  const PendingRecord& r = *pending_record_;
-  cuda::launch_record_encode(r.k, r.v, r.dst, r.kc, r.vc, r.n_head_kv, stream_);
+  cuda::launch_record_encode(*pending_record_, stream_);
   pending_record_.reset();
 }
 

@@ -212,16 +212,9 @@ class CudaBackend final : public Backend {
 
  private:
   static constexpr size_t kLtWorkspace = 32u << 20;
-  // A record qk_norm_rope_append deferred (KvAppend::defer_record): finish_appends() encodes it
-  // from k, v (that call's rows) into dst.
-  struct PendingRecord {
-    const float* k;
-    const float* v;
-    cuda::DecodeSeqDesc dst;
-    cuda::TqCodecDev kc, vc;
-    int n_head_kv;
-  };
-  std::optional<PendingRecord> pending_record_;
+  // The records qk_norm_rope_append deferred (KvAppend::defer_record): written by the next
+  // batch-1 decode attention over the same store (tq_decode) or by finish_appends().
+  std::optional<cuda::RecordJob> pending_record_;
   struct GemmPlan {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;

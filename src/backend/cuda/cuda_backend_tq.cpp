@@ -62,8 +62,11 @@ void CudaBackend::tq_attention(const TqAttentionArgs& a) {
   const cuda::TqCodecDev kc = tq_codec(*a.store.k_codec), vc = tq_codec(*a.store.v_codec);
   if (kc.head_dim != 128 || a.store.head_dim != 128)
     fail("CUDA tq_attention: head_dim {} (the kernels need 128)", a.store.head_dim);
-  // One query at the last position sees every key: the split-K decode kernel.
-  if (a.T == 1 && a.q_pos0 + 1 == a.n_rec + a.n_exact)
+  // One query at the last position sees every key: the split-K decode kernel. A deferred record
+  // of this store goes with that launch; any other is written first.
+  const bool decode = a.T == 1 && a.q_pos0 + 1 == a.n_rec + a.n_exact;
+  if (pending_record_ && !(decode && pending_record_->dst.k == a.store.k_codes)) finish_appends();
+  if (decode)
     tq_decode(a, kc, vc);
   else
     tq_prefill(a, kc, vc);
@@ -125,7 +128,11 @@ void CudaBackend::tq_decode(const TqAttentionArgs& a, const cuda::TqCodecDev& kc
     d.tail_lens = iota + a.n_exact;
     d.tail_len = int32_t(a.n_exact);
   }
+  // The step's deferred record (qk_norm_rope_append): its token is the tail's last row here.
+  if (pending_record_) TQ_CHECK(a.n_exact > 0 && pending_record_->dst.len == a.n_rec + a.n_exact - 1);
+  d.record = pending_record_ ? &*pending_record_ : nullptr;
   cuda::decode_attention(d, plan, stream_);
+  pending_record_.reset();
 }
 
 // Prefill chunk: q rotated by R_k once; flash attention over the records (TurboQuant codes, in

@@ -466,6 +466,7 @@ void decode_attention(const DecodeAttnArgs& a, const AttnPlan& plan, void* strea
     return;
   }
   if (a.k_tail || a.seqs_tail) raise("decode_attention: an exact tail needs TurboQuant, head_dim 128, aligned");
+  if (a.record) raise("decode_attention: a record job needs the TurboQuant head_dim-128 kernel");
   cudaStream_t st = as_stream(stream);
   switch (a.head_dim * 2 + (tq ? 1 : 0)) {
     case 128: launch<64, false>(a, plan, st); return;

@@ -16,6 +16,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/tq128_merge.cuh"
 #include "backend/cuda/tq_cuda.h"
+#include "backend/cuda/tq_encode_vec.cuh"
 
 namespace tq::cuda {
 namespace {
@@ -381,6 +382,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
       slot += kGroups;
       if (slot >= kStages) slot -= kStages, phase ^= 1u;
     }
+    // Short form: the step's deferred records (head hk's key and value) by split 0's last two
+    // warps, which have no stage (the second warp group's first is stage 1), beside the loop.
+    if (kShort && p.has_rec && split == 0 && sub == 0 && warp >= kWarps - 2)
+      encode_record(p.rec, hk, warp == kWarps - 1, lane);
   }
   cp_wait<0>();
   __syncthreads();  // stages and the table are free from here: reuse them as scratch
@@ -753,6 +758,11 @@ void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void*
       p.len1 >= 0 && (p.len1 + 7) / 8 <= int64_t(p.n_split) * (kStagesShort * kStageTok / 8) &&
       (!p.kt || (p.tlen1 >= 0 && p.tlen1 <= int64_t(p.n_split) * kPreRowsShort));
   const TqForm form = tq128_form(short_fits && env_int("TQ_DECODE_SHORT", 1) != 0);
+  // A record job rides in the short form's launch (TQ_RECORD_FUSED=0: its own kernel after).
+  const bool rec_fused = a.record && form.short_form && env_int("TQ_RECORD_FUSED", 1) != 0;
+  if (a.record && (a.batch != 1 || a.seqs || a.record->n_head_kv != a.n_head_kv))
+    raise("decode_attention: a record job needs batch 1 without descriptors and the same heads");
+  if (rec_fused) p.has_rec = 1, p.rec = *a.record;
   if (size_t(8) * (2 * p.n_total + D) * 4 > size_t(form.scratch))
     raise("decode_attention: too many splits for the fused merge");
   // v12: a PDL launch unless TQ_DECODE_PDL=0, but not in the batched form (descriptors): there
@@ -783,6 +793,7 @@ void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void*
   cfg.numAttrs = n_attr;
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, form.kernel, p));
   check_last_launch("tq128_kernel");
+  if (a.record && !rec_fused) launch_record_encode(*a.record, stream);
 }
 
 }  // namespace tq::cuda

@@ -2,6 +2,7 @@
 #include "backend/cuda/kernel_choice.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace tq::cuda {
 
@@ -53,9 +54,22 @@ AttnPlan choose_attention(const DeviceInfo& dev, const AttnShape& s) {
   const int64_t wave = int64_t(kTq128BlocksPerSm) * dev.n_sm / base;
   const int64_t want = tq128 ? std::max<int64_t>(1, wave) : (4LL * dev.n_sm + base - 1) / base;
   int64_t most = std::max<int64_t>(1, (s.max_len + kMinSplitTokens - 1) / kMinSplitTokens);
-  if (tq128)
-    most = std::max<int64_t>(most, (s.tail_rows + kTq128TailRowsPerSplit - 1) /
-                                       kTq128TailRowsPerSplit);
+  if (tq128) {
+    auto splits_for_tail = [&](int64_t rows_per_split) {
+      const int64_t m = std::max(most, (s.tail_rows + rows_per_split - 1) / rows_per_split);
+      return std::clamp<int64_t>(want, 1, std::min<int64_t>(m, 1024));
+    };
+    static const int short_rows = [] {
+      const char* e = std::getenv("TQ_DECODE_TAIL_ROWS");
+      return e && *e ? std::clamp(std::atoi(e), 1, kTq128ShortTailRows) : kTq128ShortTailRowsPerSplit;
+    }();
+    const int64_t n = splits_for_tail(short_rows);
+    const bool short_form = s.batch == 1 && s.tail_rows > 0 &&
+                            (s.max_len + 7) / 8 <= n * (kTq128ShortStageTokens / 8) &&
+                            s.tail_rows <= n * kTq128ShortTailRows;
+    p.n_split = int(short_form ? n : splits_for_tail(kTq128TailRowsPerSplit));
+    return p;
+  }
   if (s.format == KvFormat::BF16)
     most = std::max(most, std::min<int64_t>(kShortSplits, (s.max_len + kMinSplitTokensBf16 - 1) /
                                                               kMinSplitTokensBf16));

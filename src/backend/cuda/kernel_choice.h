@@ -54,6 +54,15 @@ constexpr int kTq128BlocksPerSm = 1;
 // Exact-tail rows a split block of the TurboQuant d=128 kernel loads at its start (more go in
 // chunks after its codes): a short context with a tail takes up to tail_rows / this many splits.
 constexpr int kTq128TailRowsPerSplit = 8;
+// The kernel's short form (batch 1, every split's records in one kTq128ShortStageTokens stage
+// and its exact rows, at most kTq128ShortTailRows, loaded at the start) takes
+// kTq128ShortTailRowsPerSplit rows a split where that still fits it: fewer split blocks, each
+// taking a whole SM's registers, leave the other SMs to the projections that follow (session 9:
+// a 129-row tail in 9 splits instead of 16, TQ4 decode 220 -> 227 tok/s at short context).
+// TQ_DECODE_TAIL_ROWS=N sets the rows a split (read once).
+constexpr int kTq128ShortStageTokens = 192;
+constexpr int kTq128ShortTailRows = 24;
+constexpr int kTq128ShortTailRowsPerSplit = 16;
 AttnPlan choose_attention(const DeviceInfo& dev, const AttnShape& s);
 
 }  // namespace tq::cuda

@@ -34,7 +34,7 @@ constexpr int scratch_bytes(int S) { return kLutBytes + S * kStageBytes; }  // r
 // copy of the rotated queries for the tail (those in the last stage slot are overwritten) and, in
 // the short form, the rotated queries themselves ([2][8][D]: plain and swizzled).
 constexpr int kPreRows = 8;
-constexpr int kPreRowsShort = 16;
+constexpr int kPreRowsShort = 24;
 constexpr int pre_rows(int S) { return S == kStagesShort ? kPreRowsShort : kPreRows; }
 constexpr size_t smem_bytes(int S) {
   return size_t(scratch_bytes(S)) +
@@ -46,6 +46,8 @@ static_assert(smem_bytes(kStagesShort) + 1024 <= kSmallSmemCarveoutBytes,
 constexpr int kBlocksPerSm = 1;
 static_assert(kBlocksPerSm == kTq128BlocksPerSm, "kernel_choice.h sizes the wave");
 static_assert(kPreRows == kTq128TailRowsPerSplit, "kernel_choice.h sizes short tails' splits");
+static_assert(kPreRowsShort == kTq128ShortTailRows && kStagesShort * kStageTok == kTq128ShortStageTokens,
+              "kernel_choice.h predicts the short form");
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kNegInf = -INFINITY;
 
@@ -82,6 +84,8 @@ struct TqParams {
   unsigned long long* stamps;
   float cent[16];
   uint32_t ksign_in[8], ksign_out[8], vsign_in[8], vsign_out[8];
+  int has_rec;    // short form: write rec's records too (DecodeAttnArgs::record)
+  RecordJob rec;
 };
 
 // Phases stamped by the probe (thread 0): 0 start, 1 barriers initialised, 2 first stages

@@ -50,6 +50,18 @@ struct DecodeSeqDesc {
   int32_t len = 0, tail_len = 0, row = 0, pad = 0;
 };
 
+// The TurboQuant records of one token per kv head, written after the fact (a deferred append,
+// KvAppend::defer_record): k and v [n_head_kv, 128] f32 (normed and RoPE'd, not rotated) to
+// record dst.len of dst's store (k, v, k_scale, v_scale, head_stride), the codes of
+// tq_encode_rows.
+struct RecordJob {
+  const float* k = nullptr;
+  const float* v = nullptr;
+  DecodeSeqDesc dst;
+  TqCodecDev kc, vc;
+  int n_head_kv = 0;
+};
+
 struct DecodeAttnArgs {
   const float* q = nullptr;  // [B, n_head, head_dim] f32
   float* out = nullptr;      // [B, n_head, head_dim] f32
@@ -88,6 +100,11 @@ struct DecodeAttnArgs {
   // alignment (16-byte pointers, head strides multiples of 8) for every descriptor.
   const DecodeSeqDesc* seqs = nullptr;
   bool seqs_tail = false;
+  // Optional records to write with this launch (batch 1, TurboQuant): the step's token, which
+  // this attention reads from the exact tail and not from the records. The short form of the
+  // head_dim-128 kernel encodes them in warps its loop leaves idle; otherwise launch_record_encode
+  // runs after the attention.
+  const RecordJob* record = nullptr;
 };
 // Bytes of workspace (room for plan.n_split splits plus one).
 size_t decode_attention_workspace(const AttnPlan& plan, int batch, int n_head, int head_dim);
@@ -133,19 +150,18 @@ void launch_kv_append_batch(const DecodeSeqDesc* seqs, int n_seq, const float* k
 // tail_len the first exact row): a bf16 store (kc, vc null; as launch_kv_write) or a TurboQuant
 // one (kc, vc set; head_dim 128; the same codes as tq_encode_rows).
 // With defer_record (TurboQuant, dst.k_tail set, T = 1) it writes the exact-window rows only;
-// launch_record_encode writes the records later, from the same k (normed, rotated) and v.
+// a RecordJob (launch_record_encode, or DecodeAttnArgs::record) writes the records later, from
+// the same k (normed, RoPE'd) and v.
 void launch_qk_norm_rope_append(float* q, float* k, const float* v, int64_t T, int64_t n_head,
                                 int64_t n_head_kv, int64_t head_dim, const float* q_w,
                                 const float* k_w, float eps, int64_t pos0, const float* inv_freq,
                                 const DecodeSeqDesc& dst, const TqCodecDev* kc,
                                 const TqCodecDev* vc, bool defer_record, void* stream);
-// The records of one token per kv head, k and v [n_head_kv, 128] f32, to record dst.len of dst's
-// TurboQuant store (the codes of tq_encode_rows). Launched with PDL right after the attention
+// Writes job's records. Launched with PDL right after the attention
 // that read the token from the exact window: it encodes while that kernel runs (both only read
 // what the kernels before them wrote) and waits for it before it ends, so the next kernel's wait
 // covers the attention too.
-void launch_record_encode(const float* k, const float* v, const DecodeSeqDesc& dst,
-                          const TqCodecDev& kc, const TqCodecDev& vc, int n_head_kv, void* stream);
+void launch_record_encode(const RecordJob& job, void* stream);
 
 // Conversions and fills used by tests and benchmarks (fills are hash-based: fast, reproducible
 // for a seed, and never zeros, which would time unrealistically).

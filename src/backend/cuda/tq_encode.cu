@@ -68,22 +68,11 @@ __global__ void __launch_bounds__(256) encode_batch_kernel(const DecodeSeqDesc* 
 
 // Deferred records (launch_record_encode): warp w < n_kv encodes key row w, the next n_kv warps
 // the value rows. Released at once, waits for the previous kernel (the attention) at the end.
-__global__ void __launch_bounds__(256) record_encode_kernel(const float* k, const float* v,
-                                                            __grid_constant__ const DecodeSeqDesc d,
-                                                            __grid_constant__ const TqCodecDev kc,
-                                                            __grid_constant__ const TqCodecDev vc,
-                                                            int n_kv) {
+__global__ void __launch_bounds__(256) record_encode_kernel(__grid_constant__ const RecordJob job) {
   pdl_release();
-  const int lane = threadIdx.x & 31;
   const int vec = int(blockIdx.x) * (blockDim.x / 32) + int(threadIdx.x >> 5);
-  if (vec < 2 * n_kv) {
-    const bool is_v = vec >= n_kv;
-    const int h = is_v ? vec - n_kv : vec;
-    encode_vec<128>((is_v ? v : k) + int64_t(h) * 128, is_v ? vc : kc,
-                    static_cast<uint8_t*>(const_cast<void*>(is_v ? d.v : d.k)),
-                    const_cast<uint16_t*>(is_v ? d.v_scale : d.k_scale), h * d.head_stride + d.len,
-                    nullptr, lane);
-  }
+  if (vec < 2 * job.n_head_kv)
+    encode_record(job, vec % job.n_head_kv, vec >= job.n_head_kv, int(threadIdx.x & 31));
   pdl_wait();  // every thread: this grid ends after the attention before it
 }
 
@@ -218,12 +207,11 @@ void tq_encode_batch(const DecodeSeqDesc* seqs, int n_seq, int n_head_kv, const 
   check_last_launch("tq_encode_batch");
 }
 
-void launch_record_encode(const float* k, const float* v, const DecodeSeqDesc& dst,
-                          const TqCodecDev& kc, const TqCodecDev& vc, int n_head_kv, void* stream) {
-  if (kc.head_dim != 128 || vc.head_dim != 128) raise("launch_record_encode: head_dim 128 only");
-  const int per_block = 8, n_vec = 2 * n_head_kv;
+void launch_record_encode(const RecordJob& job, void* stream) {
+  if (job.kc.head_dim != 128 || job.vc.head_dim != 128) raise("launch_record_encode: head_dim 128 only");
+  const int per_block = 8, n_vec = 2 * job.n_head_kv;
   launch_pdl(record_encode_kernel, dim3(unsigned((n_vec + per_block - 1) / per_block)),
-             dim3(32 * per_block), 0, as_stream(stream), k, v, dst, kc, vc, n_head_kv);
+             dim3(32 * per_block), 0, as_stream(stream), job);
   check_last_launch("record_encode");
 }
 

@@ -87,4 +87,13 @@ __device__ __forceinline__ void encode_vec(const float* src_row, const TqCodecDe
   }
 }
 
+// One of a RecordJob's vectors by one warp: kv head h's key (is_v false) or value record.
+__device__ __forceinline__ void encode_record(const RecordJob& job, int h, bool is_v, int lane) {
+  const DecodeSeqDesc& d = job.dst;
+  encode_vec<128>((is_v ? job.v : job.k) + int64_t(h) * 128, is_v ? job.vc : job.kc,
+                  static_cast<uint8_t*>(const_cast<void*>(is_v ? d.v : d.k)),
+                  const_cast<uint16_t*>(is_v ? d.v_scale : d.k_scale), h * d.head_stride + d.len,
+                  nullptr, lane);
+}
+
 }  // namespace tq::cuda

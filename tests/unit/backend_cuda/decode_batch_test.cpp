@@ -267,14 +267,21 @@ TEST(CudaDecodeBatch, FusedRopeAppendMatchesSeparateCalls) {
   const std::vector<float> qn = randn(size_t(D)), kn = randn(size_t(D));
   Weight wq = be->load_weight(DType::F32, qn.data(), 1, D);
   Weight wk = be->load_weight(DType::F32, kn.data(), 1, D);
-  const std::pair<Kind, bool> cases[] = {{Kind::Dense, false}, {Kind::Tq0, false}, {Kind::Tq128, false},
-                                          {Kind::Tq0, true},     {Kind::Tq128, true}};
-  for (const auto& [kind, defer] : cases) {
+  // Deferred records: written in the attention's launch (the short form, batch 1 short contexts)
+  // or by their own kernel after it (longer ones, and TQ_RECORD_FUSED=0).
+  struct Case {
+    Kind kind;
+    bool defer, fused;
+  };
+  const Case cases[] = {{Kind::Dense, false, true}, {Kind::Tq0, false, true}, {Kind::Tq128, false, true},
+                        {Kind::Tq0, true, true},    {Kind::Tq128, true, true}, {Kind::Tq128, true, false}};
+  for (const auto& [kind, defer, fused] : cases) {
+    setenv("TQ_RECORD_FUSED", fused ? "1" : "0", 1);
     std::vector<Seq> seqs = make_seqs(*be, {kind}, 6, f, scale);  // lengths 1 .. 5000
     for (Seq& s : seqs)
       for (int st = 0; st < 2; ++st) {
         SCOPED_TRACE(testing::Message() << "kind " << int(kind) << " len " << s.len << " step " << st
-                                        << " deferred record " << defer);
+                                        << " deferred record " << defer << " fused " << fused);
         const std::vector<float> q0 = randn(size_t(H * D)), k0 = randn(size_t(HK * D), 2.0f),
                                  v0 = randn(size_t(HK * D));
         DeviceBuffer qa = to_dev(*be, q0), ka = to_dev(*be, k0), va = to_dev(*be, v0);
@@ -304,6 +311,7 @@ TEST(CudaDecodeBatch, FusedRopeAppendMatchesSeparateCalls) {
         EXPECT_LT(worst_row_err(*be, want, got, 1, H * D), 1e-6);
       }
   }
+  unsetenv("TQ_RECORD_FUSED");
 }
 
 }  // namespace

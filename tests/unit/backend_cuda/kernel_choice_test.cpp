@@ -54,13 +54,22 @@ TEST(KernelChoice, SplitsShrinkWithBatchAndShortContexts) {
   EXPECT_EQ(choose_attention(h200(), tail).n_split, 132 * kTq128BlocksPerSm / 8);
   AttnPlan tiny = choose_attention(h200(), decode(KvFormat::TurboQuant, 1, 300));
   EXPECT_EQ(tiny.n_split, 2);  // at least kMinSplitTokens per split
-  // A short context with a tail: a split per kTq128TailRowsPerSplit rows, up to the wave.
+  // A short context with a tail at batch 1, in the kernel's short form (records in one 192-token
+  // stage a split, at most 24 tail rows a split): a split per 16 rows.
   AttnShape short_tail = decode(KvFormat::TurboQuant, 1, 300);
-  short_tail.tail_rows = 128;
-  EXPECT_EQ(choose_attention(h200(), short_tail).n_split, 128 / kTq128TailRowsPerSplit);
+  short_tail.tail_rows = 129;
+  EXPECT_EQ(choose_attention(h200(), short_tail).n_split, 9);
   short_tail.tail_rows = 40;
-  EXPECT_EQ(choose_attention(h200(), short_tail).n_split, 40 / kTq128TailRowsPerSplit);
-  short_tail.batch = 4;  // wave: 4 splits per (sequence, kv head)
+  EXPECT_EQ(choose_attention(h200(), short_tail).n_split, 3);
+  // Past the short form (9 splits of 1,800 records would need two stages each): a split per
+  // kTq128TailRowsPerSplit rows, up to the wave, but at least one per 256 records.
+  short_tail.max_len = 1800;
+  short_tail.tail_rows = 129;
+  EXPECT_EQ(choose_attention(h200(), short_tail).n_split, 132 * kTq128BlocksPerSm / 8);
+  short_tail.tail_rows = 40;
+  EXPECT_EQ(choose_attention(h200(), short_tail).n_split, 8);
+  short_tail.max_len = 300;
+  short_tail.batch = 4;  // wave: 4 splits per (sequence, kv head); batch > 1 has no short form
   EXPECT_EQ(choose_attention(h200(), short_tail).n_split, 4);
   AttnPlan huge_batch = choose_attention(h200(), decode(KvFormat::BF16, 256, 8192));
   EXPECT_EQ(huge_batch.n_split, 1);

@@ -74,6 +74,7 @@ struct DecodeCase {
   int d, n_head, n_kv;
   std::vector<int32_t> lens;
   std::vector<int32_t> tail = {};  // exact-tail rows per sequence (empty: no tail)
+  int n_split = 0;                 // > 0: instead of choose_attention's
 };
 
 // v12's early loads (batch 1, DecodeAttnArgs::early_rows): the newest record (row L - 1 of every
@@ -225,6 +226,7 @@ void tq_decode_case(Backend& be, const DecodeCase& c) {
   s.tail_rows = has_tail ? *std::max_element(c.tail.begin(), c.tail.end()) : 0;
   AttnPlan plan = cuda::choose_attention(cuda::device_info(), s);
   ASSERT_EQ(plan.kernel, cuda::AttnKernel::DecodeSplitK);
+  if (c.n_split > 0) plan.n_split = c.n_split;
   DeviceBuffer ws(&be, cuda::decode_attention_workspace(plan, B, c.n_head, d));
   cuda::DecodeAttnArgs a;
   a.q = qd.f32(), a.format = KvFormat::TurboQuant;
@@ -298,6 +300,10 @@ TEST(CudaTurboQuant, DecodeAttentionWithExactTailMatchesCpuReference) {
   // tail rows a split), and tiny-qwen3's grouping.
   tq_decode_case(*be, {128, 32, 8, {384}, {129}});
   tq_decode_case(*be, {128, 4, 2, {100}, {20}});
+  // The short form's largest tail share: 24 rows a split (6 splits of a 129-row tail, 22 rows;
+  // 3 of 72 rows, 24; the policy takes 16 a split, TQ_DECODE_TAIL_ROWS up to 24).
+  tq_decode_case(*be, {128, 32, 8, {1100}, {129}, 6});
+  tq_decode_case(*be, {128, 32, 8, {500}, {72}, 3});
   // 5 sequences x 8 kv heads with a tail, short contexts: more blocks than one wave.
   tq_decode_case(*be, {128, 32, 8, {700, 300, 1000, 64, 513}, {5, 0, 128, 17, 1}});
   // 16 sequences: one split per (sequence, kv head), so each block takes every chunk of its
