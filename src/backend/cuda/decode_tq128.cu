@@ -171,9 +171,8 @@ void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void*
   }
   // v13: the short form at batch 1 (lengths by value) when every split's records fit its
   // kStagesShort stages and its exact-tail rows the kPreRowsShort loaded at the start.
-  const bool short_fits =
-      p.len1 >= 0 && (p.len1 + 7) / 8 <= int64_t(p.n_split) * (kStagesShort * kStageTok / 8) &&
-      (!p.kt || (p.tlen1 >= 0 && p.tlen1 <= int64_t(p.n_split) * kPreRowsShort));
+  const bool short_fits = p.len1 >= 0 && (!p.kt || p.tlen1 >= 0) &&
+                          tq128_short_fits(p.len1, p.kt ? p.tlen1 : 0, p.n_split);
   const TqForm form = tq128_form(short_fits && env_int("TQ_DECODE_SHORT", 1) != 0);
   // A record job rides in the short form's launch (TQ_RECORD_FUSED=0: its own kernel after).
   const bool rec_fused = a.record && form.short_form && env_int("TQ_RECORD_FUSED", 1) != 0;

@@ -64,9 +64,7 @@ AttnPlan choose_attention(const DeviceInfo& dev, const AttnShape& s) {
       return e && *e ? std::clamp(std::atoi(e), 1, kTq128ShortTailRows) : kTq128ShortTailRowsPerSplit;
     }();
     const int64_t n = splits_for_tail(short_rows);
-    const bool short_form = s.batch == 1 && s.tail_rows > 0 &&
-                            (s.max_len + 7) / 8 <= n * (kTq128ShortStageTokens / 8) &&
-                            s.tail_rows <= n * kTq128ShortTailRows;
+    const bool short_form = s.batch == 1 && s.tail_rows > 0 && tq128_short_fits(s.max_len, s.tail_rows, n);
     p.n_split = int(short_form ? n : splits_for_tail(kTq128TailRowsPerSplit));
     return p;
   }

@@ -63,6 +63,12 @@ constexpr int kTq128TailRowsPerSplit = 8;
 constexpr int kTq128ShortStageTokens = 192;
 constexpr int kTq128ShortTailRows = 24;
 constexpr int kTq128ShortTailRowsPerSplit = 16;
+// Whether the short form takes a batch-1 context of `records` records and `tail_rows` exact rows
+// in n_split splits (decode_tq128.cu then picks it; choose_attention sizes the split for it).
+constexpr bool tq128_short_fits(int64_t records, int64_t tail_rows, int64_t n_split) {
+  return (records + 7) / 8 <= n_split * (kTq128ShortStageTokens / 8) &&
+         tail_rows <= n_split * kTq128ShortTailRows;
+}
 AttnPlan choose_attention(const DeviceInfo& dev, const AttnShape& s);
 
 }  // namespace tq::cuda
