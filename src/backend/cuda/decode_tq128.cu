@@ -112,11 +112,12 @@ int tq128_blocks_per_sm() {
 }
 
 bool tq128_supported(const DecodeAttnArgs& a) {
-  if (a.seqs) return a.format == KvFormat::TurboQuant && a.head_dim == 128;  // caller-checked
   auto al16 = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; };
-  return a.format == KvFormat::TurboQuant && a.head_dim == 128 && a.seq_stride % 8 == 0 &&
-         a.head_stride % 8 == 0 && al16(a.k) && al16(a.v) && al16(a.k_scale) && al16(a.v_scale) &&
-         (!a.k_tail || (al16(a.k_tail) && al16(a.v_tail)));
+  // (The queries are read as float4s.)
+  if (a.format != KvFormat::TurboQuant || a.head_dim != 128 || !al16(a.q)) return false;
+  if (a.seqs) return true;  // (the descriptors' own storage is caller-checked)
+  return a.seq_stride % 8 == 0 && a.head_stride % 8 == 0 && al16(a.k) && al16(a.v) &&
+         al16(a.k_scale) && al16(a.v_scale) && (!a.k_tail || (al16(a.k_tail) && al16(a.v_tail)));
 }
 
 void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void* stream) {
@@ -151,6 +152,8 @@ void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void*
   p.G = G;
   p.n_sub = plan.n_sub;
   p.qscale = (a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(float(D))) * kLog2e;
+  static const int max_early = env_int("TQ_DECODE_EARLY_STAGES", kEarlyStages);
+  p.max_early = max_early;
   static const int mode = env_int("TQ_DECODE_MODE", 0);
   p.mode = mode;
   static const bool no_swizzle = env_int("TQ_DECODE_NO_SWIZZLE", 0) != 0;

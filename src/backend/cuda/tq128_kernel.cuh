@@ -113,9 +113,12 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   int issued = 0;  // thread 0: stages issued before the wait
   if (early) {
     place();
-    // A stage goes early when its scale groups (whole 8-token groups) end within p.early rows.
+    // A stage goes early when its scale groups (whole 8-token groups) end within p.early rows,
+    // up to p.max_early of them (v15: 2; v12-v14 all 5 of the long form's: their copies, 16 MB at
+    // batch 1, still in flight when the previous kernel ends, held back this launch's release:
+    // B=1 32K 18.1 -> 17.1 us, 128K 44.8 -> 44.0).
     if (tid == 0)
-      for (; issued < kEarlySlots && issued < n_it; ++issued) {
+      for (; issued < min(kEarlySlots, p.max_early) && issued < n_it; ++issued) {
         const int tok = s0 + issued * kStageTok;
         if (tok + ((min(kStageTok, end - tok) + 7) & ~7) > p.early) break;
         issue(issued, issued);
@@ -385,6 +388,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   cp_wait<0>();
   __syncthreads();  // stages and the table are free from here: reuse them as scratch
   stamp(p, 5);
+  if (p.mode == 4) {  // probe: no partials and no merge
+    for (int k = 6; k < kStamps; ++k) stamp(p, k);
+    return;
+  }
 
   // Per-warp partials [2][kWarps][8][D] (codes, then the exact tail; columns by wcol(), v9), each
   // half followed by its (m, l) [kWarps][8] x 2. The tail half lies past the tail chunk buffers.
@@ -583,13 +590,17 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   // each an L1 invalidate: ~0.5 us.)
   __shared__ int s_last;
   __syncthreads();
+  if (p.mode == 6) {  // probe: partials out, no counter and no merge
+    for (int k = 9; k < kStamps; ++k) stamp(p, k);
+    return;
+  }
   const int cidx = (b * p.n_head_kv + hk) * p.n_sub + sub;
   if (tid == 0) s_last = atomic_add_acq_rel(p.counters + cidx, 1) == p.n_total - 1;
   __syncthreads();
   stamp(p, 9);
   stamp(p, 10);  // (again in the merge, once the splits' partials have arrived)
   if (s_last) {
-    merge_splits(p, smem, b, q_head0, gn, qrow);  // tq128_merge.cuh
+    if (p.mode != 5) merge_splits(p, smem, b, q_head0, gn, qrow);  // tq128_merge.cuh
     if (tid == 0) p.counters[cidx] = 0;  // ready for the next launch
   }
   stamp(p, 11);

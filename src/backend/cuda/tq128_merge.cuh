@@ -21,6 +21,8 @@ constexpr int kStageTok = 16 * kWarps;  // 16 tokens per warp per stage
 // one slot, its queries outside it, and fits the split the GEMVs run with (kSmallSmemCarveout).
 constexpr int kStagesLong = 6;
 constexpr int kStagesShort = 1;
+// Stages a batch-1 block may load before griddepcontrol.wait (v15; the early records, TqParams).
+constexpr int kEarlyStages = 2;
 constexpr int kRow = D / 2;                                             // code bytes per token
 constexpr int kStageBytes = 2 * kStageTok * kRow + 2 * kStageTok * 2;  // K, V codes; K, V scales
 // Table: entry e (a code byte) at e * kLutStride bytes, lane l's copy of half2 (c[lo], c[hi]) at
@@ -69,18 +71,20 @@ struct TqParams {
   const int32_t* tlens;
   int len1, tlen1;  // batch 1: the lengths by value (>= 0), else -1 (read lens / tlens)
   int early;        // with len1: records [0, early) may be loaded before griddepcontrol.wait
+  int max_early;  // at most this many stages before the wait (kEarlyStages; TQ_DECODE_EARLY_STAGES)
   const DecodeSeqDesc* seqs;  // batched form: per-sequence pointers (then k .. tlens unused)
   int n_head, n_head_kv, G, n_split, n_total, n_sub;
   float qscale;
   // Benchmark probes (TQ_DECODE_MODE, wrong results): 0 normal; 1 loads only; 2 no loads and no
-  // math (prologue + merge chain); 3 return at once (launch cost).
+  // math (prologue + merge chain); 3 return at once (launch cost); 4 no partials and no merge; 5 no
+  // merge; 6 no counter and no merge.
   int mode;
   int swizzle;  // 1 (v9): conflict-free query fragment loads and partial-sum stores; 0: v8
   // 1 (v11): the splits of a (sequence, kv head, subgroup) form one cluster (or n_split is 1)
   // and merge through distributed shared memory; 0: the last block merges from global memory.
   int cluster;
   // Probe TQ_DECODE_STAMPS=1: thread 0 of each block writes kStamps clock64 values (phases
-  // below) and the %globaltimer at its start and end to stamps[block * (kStamps + 2) ..].
+  // below), then the %globaltimer (32 ns ticks) at each, to stamps[block * 2 kStamps ..].
   unsigned long long* stamps;
   float cent[16];
   uint32_t ksign_in[8], ksign_out[8], vsign_in[8], vsign_out[8];
@@ -100,17 +104,15 @@ unsigned long long* stamp_buffer(size_t blocks);
 // Kept in shared memory until the last one (a global store before the barrier-init fence
 // would make the fence wait for it).
 __device__ __forceinline__ void stamp(const TqParams& p, int k) {
-  __shared__ unsigned long long keep[kStamps + 2];
+  __shared__ unsigned long long keep[2 * kStamps];
   if (!p.stamps || threadIdx.x != 0) return;
   keep[k] = clock64();
-  if (k == 0 || k == kStamps - 1) {
-    unsigned long long g;
-    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(g));
-    keep[kStamps + (k ? 1 : 0)] = g;
-  }
+  unsigned long long g;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(g));
+  keep[kStamps + k] = g;
   if (k == kStamps - 1) {
     const unsigned blk = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-    for (int i = 0; i < kStamps + 2; ++i) p.stamps[blk * (kStamps + 2) + i] = keep[i];
+    for (int i = 0; i < 2 * kStamps; ++i) p.stamps[blk * (2 * kStamps) + i] = keep[i];
   }
 }
 

@@ -33,7 +33,7 @@ unsigned long long* stamp_buffer(size_t blocks) {
   if (blocks > s.cap) {
     CUDA_CHECK(cudaDeviceSynchronize());
     if (s.buf) CUDA_CHECK(cudaFree(s.buf));
-    CUDA_CHECK(cudaMalloc(&s.buf, blocks * (kStamps + 2) * sizeof(unsigned long long)));
+    CUDA_CHECK(cudaMalloc(&s.buf, blocks * 2 * kStamps * sizeof(unsigned long long)));
     s.cap = blocks;
   }
   s.used = blocks;
@@ -48,32 +48,41 @@ std::string tq128_stamp_report() {
   if (!st.buf || st.used == 0) return "no stamps (set TQ_DECODE_STAMPS=1)";
   CUDA_CHECK(cudaDeviceSynchronize());
   using tq128::kStamps;
-  const size_t w = kStamps + 2;
-  std::vector<unsigned long long> h(st.used * w);
+  const size_t w = 2 * kStamps, n = st.used;
+  std::vector<unsigned long long> h(n * w);
   CUDA_CHECK(cudaMemcpy(h.data(), st.buf, h.size() * sizeof(h[0]), cudaMemcpyDeviceToHost));
-  // Cycles per ns from all blocks' spans (the global timer is coarse; the sum averages it out).
+  auto clk = [&](size_t b, int k) { return double(h[b * w + k]); };
+  auto gt = [&](size_t b, int k) { return double(h[b * w + kStamps + k]); };
+  // Cycles per ns from all blocks' spans (the global timer ticks every 32 ns).
   double cyc = 0, ns = 0;
-  unsigned long long g0 = ~0ull, g1 = 0, gmax0 = 0;
-  for (size_t b = 0; b < st.used; ++b) {
-    const unsigned long long* s = &h[b * w];
-    cyc += double(s[kStamps - 1] - s[0]);
-    ns += double(s[kStamps + 1] - s[kStamps]);
-    g0 = std::min(g0, s[kStamps]), gmax0 = std::max(gmax0, s[kStamps]);
-    g1 = std::max(g1, s[kStamps + 1]);
-  }
+  for (size_t b = 0; b < n; ++b)
+    cyc += clk(b, kStamps - 1) - clk(b, 0), ns += gt(b, kStamps - 1) - gt(b, 0);
   const double per_ns = ns > 0 ? cyc / ns : 1.98;
-  std::string out = "stamps over " + std::to_string(st.used) + " blocks (" +
-                    std::to_string(per_ns).substr(0, 4) + " cycles/ns): start skew " +
-                    std::to_string(int(gmax0 - g0)) + " ns, first start to last end " +
-                    std::to_string(int(g1 - g0)) + " ns; phase medians / max (ns):";
-  for (int k = 1; k < kStamps; ++k) {
-    std::vector<double> d(st.used);
-    for (size_t b = 0; b < st.used; ++b)
-      d[b] = double(h[b * w + k] - h[b * w + k - 1]) / per_ns;
+  auto med_max = [&](auto f) {
+    std::vector<double> d(n);
+    for (size_t b = 0; b < n; ++b) d[b] = f(b);
     std::sort(d.begin(), d.end());
-    out += " " + std::to_string(k) + ":" + std::to_string(int(d[d.size() / 2])) + "/" +
+    return std::to_string(int(d.front())) + "/" + std::to_string(int(d[n / 2])) + "/" +
            std::to_string(int(d.back()));
+  };
+  std::string out = "stamps over " + std::to_string(n) + " blocks (" +
+                    std::to_string(per_ns).substr(0, 4) + " cycles/ns); phase min/median/max (ns):";
+  for (int k = 1; k < kStamps; ++k)
+    out += " " + std::to_string(k) + ":" +
+           med_max([&](size_t b) { return (clk(b, k) - clk(b, k - 1)) / per_ns; });
+  // The launch's timeline on the global timer, from the release: the earliest return from
+  // griddepcontrol.wait among the blocks that waited there (>= 256 ns), else the first start.
+  double rel = 1e300, first = 1e300;
+  for (size_t b = 0; b < n; ++b) {
+    first = std::min(first, gt(b, 0));
+    if (gt(b, 2) - gt(b, 1) >= 256) rel = std::min(rel, gt(b, 2));
   }
+  if (rel == 1e300) rel = first;
+  out += "; timeline from the release, min/median/max (ns): start " +
+         med_max([&](size_t b) { return gt(b, 0) - rel; });
+  const char* names[] = {"", "", "wait", "queries", "", "loop", "", "", "partial", "counter", "", "end"};
+  for (int k : {2, 3, 5, 8, 9, 11})
+    out += std::string(" ") + names[k] + " " + med_max([&](size_t b) { return gt(b, k) - rel; });
   return out;
 }
 
