@@ -41,6 +41,7 @@ run gen_36k 36864 8 150
 run tq_short 128 128 90 --kv turboquant
 run tq_4k 4096 128 90 --kv turboquant
 run tq_32k 32768 64 150 --kv turboquant
+run tq_36k 36864 8 150 --kv turboquant
 nvidia-smi --query-gpu=name,memory.used --format=csv
 cat "$OUT/runs.log"
 python3 - "$OUT" <<'PY'
@@ -56,7 +57,7 @@ def fmt(j, key, f="%.0f"):
 print("| row | prompt | new | prefill tok/s | decode tok/s | KV bytes |")
 print("|---|---|---|---|---|---|")
 for kv, rows in (("dense", ("gen_short", "gen_4k", "gen_32k", "gen_36k")),
-                 ("turboquant", ("tq_short", "tq_4k", "tq_32k"))):
+                 ("turboquant", ("tq_short", "tq_4k", "tq_32k", "tq_36k"))):
     for r in rows:
         j = load(r)
         if j and "error" in j:
@@ -64,9 +65,10 @@ for kv, rows in (("dense", ("gen_short", "gen_4k", "gen_32k", "gen_36k")),
         print("| %s %s | %s | %s | %s | %s | %s |" % (kv, r, j.get("prompt_tokens", "-") if j else "-",
               j.get("completion_tokens", "-") if j else "-", fmt(j, "prefill_tokens_per_s"),
               fmt(j, "decode_tokens_per_s", "%.1f"), fmt(j, "kv_bytes", "%d")))
-a, b = load("gen_32k"), load("gen_36k")
-if a and b and a.get("prefill_tokens_per_s") and b.get("prefill_tokens_per_s"):
-    dt = b["prompt_tokens"] / b["prefill_tokens_per_s"] - a["prompt_tokens"] / a["prefill_tokens_per_s"]
-    n = b["prompt_tokens"] - a["prompt_tokens"]
-    print("prefill of the 4K chunk after 32K of context: %.0f tok/s (%d tokens in %.3f s)" % (n / dt, n, dt) if dt > 0 else "4K after 32K: not measurable")
+for kv, short, long in (("dense", "gen_32k", "gen_36k"), ("turboquant", "tq_32k", "tq_36k")):
+    a, b = load(short), load(long)
+    if a and b and a.get("prefill_tokens_per_s") and b.get("prefill_tokens_per_s"):
+        dt = b["prompt_tokens"] / b["prefill_tokens_per_s"] - a["prompt_tokens"] / a["prefill_tokens_per_s"]
+        n = b["prompt_tokens"] - a["prompt_tokens"]
+        print("%s: prefill of the 4K chunk after 32K of context: %s" % (kv, "%.0f tok/s (%d tokens in %.3f s)" % (n / dt, n, dt) if dt > 0 else "not measurable"))
 PY
