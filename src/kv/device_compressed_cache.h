@@ -31,12 +31,7 @@ class DeviceCompressedCache final : public LayerCache {
   bool decode_view(Backend& be, const float* k, const float* v, DecodeSeq& out) override;
   void finish_decode(Backend& be) override { trim(); }
   bool decode_reserve(Backend& be, KvAppend& append, DecodeSeq& out) override;
-  // Records for the tokens a conversion moves in, and kAppendHeadroom more: sized to the tokens
-  // alone, the first decode step after an after-prefill conversion regrew every layer (copied all
-  // its records, one cudaMalloc and cudaFree a buffer): on the H200 the second token of a
-  // 36K-token TurboQuant request came 30 ms late, of a 128-token one 14 ms.
-  static constexpr int64_t kAppendHeadroom = 256;
-  void reserve_tokens(Backend& be, int64_t tokens) override { reserve(tokens + kAppendHeadroom); }
+  void reserve_tokens(Backend& be, int64_t tokens) override { reserve(tokens); }
   void append_tokens(Backend& be, const float* k, const float* v, int64_t n) override;
 
   void save_block(Backend& be, int64_t t0, std::vector<uint8_t>& out) const override;

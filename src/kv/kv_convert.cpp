@@ -78,7 +78,7 @@ ConversionStats convert_cache(Backend& be, KvCache& cache, const LayerShape& sha
     if (src.kind() != CacheKind::Dense || policy.keep_dense.count(int(li))) continue;
     std::unique_ptr<LayerCache> dst =
         make_compressed_cache(be, shape, policy.format, int(li), policy.recent_exact);
-    dst->reserve_tokens(be, n);
+    dst->reserve_tokens(be, n + kConvertHeadroom);
     for (int64_t p = 0; p < n; p += slice) {
       int64_t m = std::min(slice, n - p);
       src.read_tokens(be, p, m, k.f32(), v.f32());

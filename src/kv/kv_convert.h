@@ -18,6 +18,11 @@ struct ConversionStats {
   size_t peak_bytes = 0;      // cache bytes at the worst moment of the conversion
 };
 
+// Tokens of room past its current length each converted layer gets: sized to the tokens alone,
+// the first decode step after an after-prefill conversion regrew (and doubled) every layer; on
+// the H200 that made the second token of a 36K-token TurboQuant request 30 ms late.
+constexpr int64_t kConvertHeadroom = 256;
+
 // Converts every dense layer of `cache` not listed in policy.keep_dense to policy.format
 // (rotating and already-compressed layers keep their form). Throws Error on failure; the
 // cache is then unusable and the caller must discard it (fail closed).

@@ -244,13 +244,14 @@ TEST(DeviceCompressedCache, ConversionThroughBackendMemoryMatchesTheCpuCache) {
     EXPECT_EQ(be.writes - writes, recent ? 6 : 3);  // slices of 256: records, then the window
     ASSERT_NE(dynamic_cast<DeviceCompressedCache*>(a.layers[0].get()), nullptr);
     EXPECT_GE(sa.peak_bytes, a.layers[0]->bytes() + 2 * size_t(256 * 2 * 128) * 4);
-    // The converted layer has room for the decode that follows: its first
-    // DeviceCompressedCache::kAppendHeadroom one-token steps allocate nothing (sized to the
-    // prompt alone, the first step regrew the records: on the H200, 30 ms a 36K request).
+    // Both converted layers have room for the decode that follows: their first
+    // kConvertHeadroom one-token steps allocate nothing (sized to the prompt alone, the first
+    // step regrew the records: on the H200, 30 ms a 36K request).
     const size_t bytes = be.allocated_bytes(), cache = a.layers[0]->bytes();
-    same_steps(be, *a.layers[0], *b.layers[0],
-               std::vector<int64_t>(size_t(DeviceCompressedCache::kAppendHeadroom), 1), 41);
+    const size_t cpu_cache = b.layers[0]->bytes();
+    same_steps(be, *a.layers[0], *b.layers[0], std::vector<int64_t>(size_t(kConvertHeadroom), 1), 41);
     EXPECT_EQ(a.layers[0]->bytes(), cache);
+    EXPECT_EQ(b.layers[0]->bytes(), cpu_cache);
     EXPECT_LE(be.allocated_bytes(), bytes);
   }
 }
