@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -58,7 +59,7 @@ std::string tq128_stamp_report() {
   for (size_t b = 0; b < n; ++b)
     cyc += clk(b, kStamps - 1) - clk(b, 0), ns += gt(b, kStamps - 1) - gt(b, 0);
   const double per_ns = ns > 0 ? cyc / ns : 1.98;
-  auto med_max = [&](auto f) {
+  auto spread = [&](auto f) {
     std::vector<double> d(n);
     for (size_t b = 0; b < n; ++b) d[b] = f(b);
     std::sort(d.begin(), d.end());
@@ -69,7 +70,7 @@ std::string tq128_stamp_report() {
                     std::to_string(per_ns).substr(0, 4) + " cycles/ns); phase min/median/max (ns):";
   for (int k = 1; k < kStamps; ++k)
     out += " " + std::to_string(k) + ":" +
-           med_max([&](size_t b) { return (clk(b, k) - clk(b, k - 1)) / per_ns; });
+           spread([&](size_t b) { return (clk(b, k) - clk(b, k - 1)) / per_ns; });
   // The launch's timeline on the global timer, from the release: the earliest return from
   // griddepcontrol.wait among the blocks that waited there (>= 256 ns), else the first start.
   double rel = 1e300, first = 1e300;
@@ -79,10 +80,11 @@ std::string tq128_stamp_report() {
   }
   if (rel == 1e300) rel = first;
   out += "; timeline from the release, min/median/max (ns): start " +
-         med_max([&](size_t b) { return gt(b, 0) - rel; });
-  const char* names[] = {"", "", "wait", "queries", "", "loop", "", "", "partial", "counter", "", "end"};
-  for (int k : {2, 3, 5, 8, 9, 11})
-    out += std::string(" ") + names[k] + " " + med_max([&](size_t b) { return gt(b, k) - rel; });
+         spread([&](size_t b) { return gt(b, 0) - rel; });
+  const std::pair<int, const char*> marks[] = {{2, "wait"},    {3, "queries"}, {5, "loop"},
+                                               {8, "partial"}, {9, "counter"}, {11, "end"}};
+  for (const auto& [k, name] : marks)
+    out += std::string(" ") + name + " " + spread([&](size_t b) { return gt(b, k) - rel; });
   return out;
 }
 
