@@ -287,6 +287,11 @@ TEST(CudaTurboQuant, DecodeAttentionMatchesCpuReference) {
   tq_decode_case(*be, {128, 64, 4, {3000, 7}});        // 16 heads per kv head at d=128
   tq_decode_case(*be, {128, 32, 8, {5000}});  // batch 1: the last split's 2nd stage holds row L - 1
   tq_decode_case(*be, {128, 32, 8, {2000}});  // batch 1, short form: one stage a split
+  // The bench's 32K (16 splits of 11 stages, the last one 128 rows: one warp group has a stage
+  // more than the other) and a last stage that ends inside a warp's rows (184), alone and batched.
+  tq_decode_case(*be, {128, 32, 8, {32768}});
+  tq_decode_case(*be, {128, 32, 8, {33664}});
+  tq_decode_case(*be, {128, 32, 8, {33664, 2100}});
 }
 
 TEST(CudaTurboQuant, DecodeAttentionWithExactTailMatchesCpuReference) {
