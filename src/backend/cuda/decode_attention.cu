@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/decode_seq.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/tq_hadamard.cuh"
 #include "backend/cuda/tq_cuda.h"
@@ -81,25 +82,10 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const DecodeParams 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gid = lane >> 2, tig = lane & 3;
   const int g0 = sub * 8, gn = min(8, p.G - g0);
   // Sequence b's storage: its descriptor (batched form) or b * seq_stride into the arrays.
-  const uint8_t* kseq = p.k;
-  const uint8_t* vseq = p.v;
-  const uint16_t* ksseq = p.ks;
-  const uint16_t* vsseq = p.vs;
-  int64_t seq_base = int64_t(b) * p.seq_stride, head_stride = p.head_stride, qrow = b;
-  int L;
-  if (p.seqs) {
-    const DecodeSeqDesc& d = p.seqs[b];
-    kseq = static_cast<const uint8_t*>(d.k);
-    vseq = static_cast<const uint8_t*>(d.v);
-    ksseq = d.k_scale;
-    vsseq = d.v_scale;
-    seq_base = 0;
-    head_stride = d.head_stride;
-    qrow = d.row;
-    L = d.len;
-  } else {
-    L = p.lens[b];
-  }
+  const SeqStore sq = p.seqs ? seq_store(p.seqs[b])
+                             : SeqStore{p.k, p.v, p.ks, p.vs, nullptr, nullptr, int64_t(b) * p.seq_stride,
+                                        p.head_stride, 0, 0, b, p.lens[b], 0};
+  const int L = sq.len;
   const int n_tiles = (L + S::TILE - 1) / S::TILE;
   const int tile_begin = int(int64_t(n_tiles) * split / p.n_split);
   const int tile_end = int(int64_t(n_tiles) * (split + 1) / p.n_split);
@@ -111,7 +97,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const DecodeParams 
     }
   }
   const int q_head0 = hk * p.G + g0;
-  const float* qsrc = p.q + (qrow * p.n_head + q_head0) * D;
+  const float* qsrc = p.q + (sq.row * p.n_head + q_head0) * D;
   for (int i = tid; i < 8 * D; i += kThreads) qs[i] = i / D < gn ? qsrc[i] : 0.0f;
   __syncthreads();
   if constexpr (TQ) {  // y = D2 H D1 q / sqrt(D), all rows at once
@@ -152,11 +138,11 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const DecodeParams 
     }
   }
 
-  const int64_t base = seq_base + int64_t(hk) * head_stride;
-  const uint8_t* kbase = kseq + base * S::TOKEN_BYTES + tig * (S::KW * 4);
-  const uint8_t* vbase = vseq + base * S::TOKEN_BYTES + gid * (S::VW * 4);
-  const uint16_t* ksb = TQ ? ksseq + base : nullptr;
-  const uint16_t* vsb = TQ ? vsseq + base : nullptr;
+  const int64_t base = sq.base + int64_t(hk) * sq.head_stride;
+  const uint8_t* kbase = sq.k + base * S::TOKEN_BYTES + tig * (S::KW * 4);
+  const uint8_t* vbase = sq.v + base * S::TOKEN_BYTES + gid * (S::VW * 4);
+  const uint16_t* ksb = TQ ? sq.ks + base : nullptr;
+  const uint16_t* vsb = TQ ? sq.vs + base : nullptr;
   const uint32_t* my_lut = lut + lane;
 
   float m_run = kNegInf, l_run = 0.0f;  // row g = gid

@@ -12,6 +12,7 @@
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cluster.cuh"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/decode_seq.cuh"
 #include "backend/cuda/tq128_merge.cuh"
 #include "backend/cuda/tq_cuda.h"
 #include "backend/cuda/tq_encode_vec.cuh"
@@ -68,32 +69,25 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
     }
   };
   // Sequence b's storage: its descriptor (batched form) or b * seq_stride into the arrays.
-  const uint8_t* kseq = p.k;
-  const uint8_t* vseq = p.v;
-  const uint16_t* ksseq = p.ks;
-  const uint16_t* vsseq = p.vs;
-  const float* ktseq = p.kt;
-  const float* vtseq = p.vt;
-  int64_t seq_base = int64_t(b) * p.seq_stride, head_stride = p.head_stride;
-  int64_t tail_base = int64_t(b) * p.t_seq_stride, tail_head_stride = p.t_head_stride, qrow = b;
+  SeqStore sq{p.k, p.v, p.ks, p.vs, p.kt, p.vt, int64_t(b) * p.seq_stride, p.head_stride,
+              int64_t(b) * p.t_seq_stride, p.t_head_stride, b, p.len1, 0};
   const bool early = p.len1 >= 0 && p.early > 0;  // (batch 1 without descriptors)
-  int L = p.len1, TL = 0;
   int s0 = 0, end = 0, n_it = 0;  // this split's tokens [s0, end), in n_it stages
   const uint8_t* krow = nullptr;
   const uint8_t* vrow = nullptr;
   const uint16_t* ksb = nullptr;
   const uint16_t* vsb = nullptr;
   auto place = [&] {
-    const int units = (L + 7) / 8;
+    const int units = (sq.len + 7) / 8;
     s0 = 8 * int(int64_t(units) * split / p.n_split);
-    end = min(L, 8 * int(int64_t(units) * (split + 1) / p.n_split));
+    end = min(sq.len, 8 * int(int64_t(units) * (split + 1) / p.n_split));
     // Probe TQ_DECODE_MODE=2: no stage loads and no math (prologue, merge and launch chain only).
     n_it = end > s0 && p.mode != 2 ? (end - s0 + kStageTok - 1) / kStageTok : 0;
-    const int64_t base = seq_base + int64_t(hk) * head_stride;
-    krow = kseq + base * kRow;
-    vrow = vseq + base * kRow;
-    ksb = ksseq + base;
-    vsb = vsseq + base;
+    const int64_t base = sq.base + int64_t(hk) * sq.head_stride;
+    krow = sq.k + base * kRow;
+    vrow = sq.v + base * kRow;
+    ksb = sq.ks + base;
+    vsb = sq.vs + base;
   };
 
   // Stage it (tokens s0 + 64 it ..): K rows, V rows, K scales, V scales as 4 bulk copies issued
@@ -129,25 +123,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   if (p.seqs) {
-    const DecodeSeqDesc& d = p.seqs[b];
-    kseq = static_cast<const uint8_t*>(d.k);
-    vseq = static_cast<const uint8_t*>(d.v);
-    ksseq = d.k_scale;
-    vsseq = d.v_scale;
-    ktseq = d.k_tail;
-    vtseq = d.v_tail;
-    seq_base = tail_base = 0;
-    head_stride = d.head_stride;
-    tail_head_stride = d.tail_head_stride;
-    qrow = d.row;
-    L = d.len;
-    if (d.k_tail) TL = d.tail_len;
+    sq = seq_store(p.seqs[b]);
   } else {
-    if (!early) L = p.len1 >= 0 ? p.len1 : p.lens[b];
-    if (p.kt) TL = p.tlen1 >= 0 ? p.tlen1 : p.tlens ? p.tlens[b] : 0;
+    if (!early) sq.len = p.len1 >= 0 ? p.len1 : p.lens[b];
+    if (p.kt) sq.tail_len = p.tlen1 >= 0 ? p.tlen1 : p.tlens ? p.tlens[b] : 0;
   }
   const int q_head0 = hk * p.G + g0;
-  const float* qsrc = p.q + (qrow * p.n_head + q_head0) * D;
+  const float* qsrc = p.q + (sq.row * p.n_head + q_head0) * D;
   float qx[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // warp g < 8: head g's coordinates 4 lane ..
   if (warp < gn) {
     const float4 v = reinterpret_cast<const float4*>(qsrc + warp * D)[lane];
@@ -162,12 +144,12 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   // short form 16) are loaded at the start into their own region (their latency hides behind the
   // codes); more (long form) go in 32-row chunks double-buffered in stage slots 0-2 (free after
   // the loop).
-  const int tr0 = int(int64_t(TL) * split / p.n_split);
-  const int tr1 = int(int64_t(TL) * (split + 1) / p.n_split);
+  const int tr0 = int(int64_t(sq.tail_len) * split / p.n_split);
+  const int tr1 = int(int64_t(sq.tail_len) * (split + 1) / p.n_split);
   const bool pre = tr1 - tr0 <= kPre;
   if (kShort && (!pre || n_it > kStages)) __trap();  // the host picks the short form only then
   const int n_mine = tr1 <= tr0 ? 0 : pre ? 1 : (tr1 - tr0 + 31) / 32;  // chunks
-  const int64_t tb = tail_base + int64_t(hk) * tail_head_stride;
+  const int64_t tb = sq.tail_base + int64_t(hk) * sq.tail_head_stride;
   float* tbuf = reinterpret_cast<float*>(smem + kLutBytes);  // [2][K, V][32][D] (long form)
   float* tpre = reinterpret_cast<float*>(smem + kScratchBytes);  // [K, V][kPre][D]
   float* qkeep = tpre + 2 * kPre * D;  // the rotated queries [8][D], kept for the tail
@@ -179,7 +161,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
         const int t = tr0 + 32 * k + r;
         if (t < tr1)
           cp_async16(dst + (which * cap + r) * D + c * 4,
-                     (which ? vtseq : ktseq) + (tb + t) * D + c * 4);
+                     (which ? sq.vt : sq.kt) + (tb + t) * D + c * 4);
       }
     cp_commit();
   };
@@ -578,7 +560,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
       merge_head(
           p, n, [&](int s) { return dsmem_ld4(dsmem_addr(col, uint32_t(s))); },
           [&](int s) { return dsmem_ld2(dsmem_addr(ml, uint32_t(s))); }, scratch, scratch + n,
-          p.out + (qrow * p.n_head + q_head0 + g) * D);
+          p.out + (sq.row * p.n_head + q_head0 + g) * D);
     }
     cluster_sync();
     stamp(p, 11);
@@ -600,7 +582,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   stamp(p, 9);
   stamp(p, 10);  // (again in the merge, once the splits' partials have arrived)
   if (s_last) {
-    if (p.mode != 5) merge_splits(p, smem, b, q_head0, gn, qrow);  // tq128_merge.cuh
+    if (p.mode != 5) merge_splits(p, smem, b, q_head0, gn, sq.row);  // tq128_merge.cuh
     if (tid == 0) p.counters[cidx] = 0;  // ready for the next launch
   }
   stamp(p, 11);
