@@ -117,6 +117,17 @@ __device__ __forceinline__ int atomic_add_acq_rel(int* p, int v) {
   asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
   return old;
 }
+// Online softmax, one MMA accumulator row held by a quad of lanes: the quad's maximum of mx (this
+// lane's columns) joined with the running maximum m_run. Returns the new running maximum; m_use is
+// the one the scores are taken against (0 while the row has seen only -inf: exp2 then gives 0,
+// not NaN).
+__device__ __forceinline__ float quad_row_max(float mx, float m_run, float& m_use) {
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  const float m_new = fmaxf(m_run, mx);
+  m_use = m_new == -INFINITY ? 0.0f : m_new;
+  return m_new;
+}
 // 2^x by the MUFU unit (ex2.approx.ftz): 2^-inf = 0, about 2 ulp; softmax numerators.
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;

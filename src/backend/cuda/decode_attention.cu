@@ -226,10 +226,8 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const DecodeParams 
       s[nt][1] = t + 1 < L ? s[nt][1] * ksc[nt].y : kNegInf;
       mx = fmaxf(mx, fmaxf(s[nt][0], s[nt][1]));
     }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(m_run, mx);
-    const float m_use = m_new == kNegInf ? 0.0f : m_new;
+    float m_use;
+    const float m_new = quad_row_max(mx, m_run, m_use);
     const float corr = exp2f(m_run - m_use);
     float psum = 0.0f;
     uint32_t pb[S::NT];

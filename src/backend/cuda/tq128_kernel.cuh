@@ -277,10 +277,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
       float mx = kNegInf;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[nt][0], s[nt][1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m_run, mx);
-      const float m_use = m_new == kNegInf ? 0.0f : m_new;
+      float m_use;
+      const float m_new = quad_row_max(mx, m_run, m_use);
       const float corr = fast_exp2(m_run - m_use);
       float psum = 0.0f;
       uint32_t pb[NT];
