@@ -1,12 +1,13 @@
 // The TurboQuant 4-bit decode attention kernel for head_dim 128 (one template, two forms): split-K
 // over the context with codes and scales staged in shared memory by bulk copies (one thread,
-// mbarrier per slot), tensor-core scores and PV on table-decoded codes (a per-lane 64 KB byte ->
-// half2 table, one block of 12 warps per SM), an optional exact tail (rotated f32 rows) shared out
+// mbarrier per slot), tensor-core scores (v16: tokens as the MMA rows, P transposed to the PV
+// operand by movmatrix) and PV on table-decoded codes (a per-lane 64 KB byte -> half2 table, one
+// block of 12 warps per SM), an optional exact tail (rotated f32 rows) shared out
 // among the split blocks, and the cross-split merge + inverse V rotation fused into the last block
 // of each (sequence, kv head) or into a cluster of its split blocks. The long form has 6 slots (5
 // stages in flight); v13's short form, for batch-1 short contexts, one slot and the tail rows
 // preloaded (125 KB), and (v14) it may encode the step's deferred record in two idle warps.
-// Included by decode_tq128.cu only (the launch, form and split choices). Versions v4-v14 and what
+// Included by decode_tq128.cu only (the launch, form and split choices). Versions v4-v16 and what
 // each measured: bench/results/cuda-notes.md.
 #pragma once
 #include "backend/cuda/async_copy.cuh"
@@ -191,7 +192,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   }
   __syncthreads();
 
-  float m_run = kNegInf, l_run = 0.0f;  // MMA path: row gid
+  // Running max and (this lane's part of the) sum of heads 2 tig (m_run, l_run) and 2 tig + 1.
+  float m_run = kNegInf, l_run = 0.0f, m_run_b = kNegInf, l_run_b = 0.0f;
   float acc[8][4];
 #pragma unroll
   for (int m = 0; m < 8; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
@@ -216,11 +218,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
     stamp(p, 4);  // (again at the first stage's arrival, if there is one)
     if (!kShort && tid == 0) issue(kStages - 1, kStages - 1);
     const uint32_t lane4 = uint32_t(lane) * 4u;
-    const uint32_t swap = tig & 1 ? 0x1032u : 0x3210u;  // prmt: the pair's halves swapped or not
     // No block-wide barrier per stage: each warp waits for its data only, and the last warp to
     // release a slot refills it with the stage kStages ahead. TW = 32 (v8): warp group grp takes
     // the stages j = grp (mod kGroups), each warp TW tokens of it (one max / rescale per TW).
-    constexpr int kPerStage = kStageTok / TW, kGroups = kWarps / kPerStage, NT = TW / 8;
+    constexpr int kPerStage = kStageTok / TW, kGroups = kWarps / kPerStage;
     const int grp = warp / kPerStage, tw = (warp % kPerStage) * TW;
     int slot = grp;
     uint32_t phase = 0;
@@ -233,66 +234,69 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
       const int base_t = s0 + it * kStageTok, lim = end - base_t;  // rows r < lim are valid
       do {
       if (tw >= lim || p.mode == 1) break;
-      // Scores S^T[g, col] for columns (nt, j): token tw + nt*8 + pi(j).
-      float s[NT][4];
-      float2 vsc[NT];
+      // Scores S[token, g] (v16: tokens as MMA rows, 16 a tile, so the 4 heads fill half of n8
+      // instead of a quarter of m16: half the score MMAs). Tile t's row j is token
+      // tw + 16 t + pi(j) (+ 8 for rows 8-15): lane (gid, tig) holds tokens ra = .. + pi(gid) and
+      // rb = ra + 8, heads 2 tig, 2 tig + 1 (c0, c1 of ra; c2, c3 of rb).
+      constexpr int NM = TW / 16;
+      float s[NM][4];
+      float2 vsc[NM];  // V scales of ra, rb
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const int r = tw + nt * 8 + pi(gid);
-        const uint4 kw = *reinterpret_cast<const uint4*>(st + r * kRow + tig * 16);
-        const uint32_t w4[4] = {kw.x, kw.y, kw.z, kw.w};
+      for (int t = 0; t < NM; ++t) {
+        const int ra = tw + 16 * t + pi(gid), rb = ra + 8;
+        const uint4 ka = *reinterpret_cast<const uint4*>(st + ra * kRow + tig * 16);
+        const uint4 kb = *reinterpret_cast<const uint4*>(st + rb * kRow + tig * 16);
+        const uint32_t wa4[4] = {ka.x, ka.y, ka.z, ka.w}, wb4[4] = {kb.x, kb.y, kb.z, kb.w};
         // Two accumulation chains (even / odd kc): half the dependent MMA latency.
         float s2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+        s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
 #pragma unroll
         for (int kc = 0; kc < 8; ++kc) {
-          const uint32_t w = w4[kc / 2];
-          const int sh = (kc & 1) * 16;
-          const uint32_t b0 = sh ? lut_byte<2>(smem, lane4, w) : lut_byte<0>(smem, lane4, w);
-          const uint32_t b1 = sh ? lut_byte<3>(smem, lane4, w) : lut_byte<1>(smem, lane4, w);
-          mma16816<false>(kc & 1 ? s2 : s[nt], qa0[kc], 0u, qa2[kc], 0u, b0, b1);
+          const uint32_t wa = wa4[kc / 2], wb = wb4[kc / 2];
+          const bool hi = kc & 1;
+          const uint32_t a0 = hi ? lut_byte<2>(smem, lane4, wa) : lut_byte<0>(smem, lane4, wa);
+          const uint32_t a1 = hi ? lut_byte<2>(smem, lane4, wb) : lut_byte<0>(smem, lane4, wb);
+          const uint32_t a2 = hi ? lut_byte<3>(smem, lane4, wa) : lut_byte<1>(smem, lane4, wa);
+          const uint32_t a3 = hi ? lut_byte<3>(smem, lane4, wb) : lut_byte<1>(smem, lane4, wb);
+          mma16816<false>(hi ? s2 : s[t], a0, a1, a2, a3, qa0[kc], qa2[kc]);
         }
-#pragma unroll
-        for (int i = 0; i < 4; ++i) s[nt][i] += s2[i];
-      }
-      // Columns (2 tig, 2 tig + 1) are tokens pi(..): the aligned pair 2 tig, 2 tig + 1, swapped
-      // for odd tig. v13: one 32-bit load per pair for the K and for the V scales (was four
-      // 16-bit loads), and the mask (rows past `lim` hold stale bytes) only in partial tiles.
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const int r2 = tw + nt * 8 + 2 * tig;
-        const float2 k2 = unpack_half2(prmt(*reinterpret_cast<const uint32_t*>(kss + r2), 0u, swap));
-        vsc[nt] = unpack_half2(prmt(*reinterpret_cast<const uint32_t*>(vss + r2), 0u, swap));
-        s[nt][0] *= k2.x;
-        s[nt][1] *= k2.y;
-      }
-      if (lim < tw + TW) {  // the split's last tile: scores -inf and V scales 0 past the end
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const int ra = tw + nt * 8 + pi(2 * tig), rb = tw + nt * 8 + pi(2 * tig + 1);
-          if (ra >= lim) s[nt][0] = kNegInf, vsc[nt].x = 0.0f;
-          if (rb >= lim) s[nt][1] = kNegInf, vsc[nt].y = 0.0f;
+        const float ksa = __half2float(*reinterpret_cast<const __half*>(kss + ra));
+        const float ksb = __half2float(*reinterpret_cast<const __half*>(kss + rb));
+        vsc[t] = make_float2(__half2float(*reinterpret_cast<const __half*>(vss + ra)),
+                             __half2float(*reinterpret_cast<const __half*>(vss + rb)));
+        s[t][0] = (s[t][0] + s2[0]) * ksa;
+        s[t][1] = (s[t][1] + s2[1]) * ksa;
+        s[t][2] = (s[t][2] + s2[2]) * ksb;
+        s[t][3] = (s[t][3] + s2[3]) * ksb;
+        if (lim < tw + TW) {  // the split's last tile: scores -inf and V scales 0 past the end
+          if (ra >= lim) s[t][0] = s[t][1] = kNegInf, vsc[t].x = 0.0f;
+          if (rb >= lim) s[t][2] = s[t][3] = kNegInf, vsc[t].y = 0.0f;
         }
       }
-      float mx = kNegInf;
+      // Running maxima of heads 2 tig (a) and 2 tig + 1 (b), the same in the 8 lanes of a tig.
+      float mxa = kNegInf, mxb = kNegInf;
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[nt][0], s[nt][1]));
-      float m_use;
-      const float m_new = quad_row_max(mx, m_run, m_use);
-      const float corr = fast_exp2(m_run - m_use);
-      float psum = 0.0f;
-      uint32_t pb[NT];
+      for (int t = 0; t < NM; ++t)
+        mxa = fmaxf(mxa, fmaxf(s[t][0], s[t][2])), mxb = fmaxf(mxb, fmaxf(s[t][1], s[t][3]));
+      float mua, mub;
+      const float mna = column_max8(mxa, m_run, mua), mnb = column_max8(mxb, m_run_b, mub);
+      const float ca = fast_exp2(m_run - mua), cb = fast_exp2(m_run_b - mub);
+      float psa = 0.0f, psb = 0.0f;
+      uint32_t pb[2 * NM];  // the PV B operands: P^T (tokens x heads), by transposing 8x8 tiles
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const float p0 = fast_exp2(s[nt][0] - m_use), p1 = fast_exp2(s[nt][1] - m_use);
-        psum += p0 + p1;
-        pb[nt] = pack_half2(p0 * vsc[nt].x, p1 * vsc[nt].y);
+      for (int t = 0; t < NM; ++t) {
+        const float p0 = fast_exp2(s[t][0] - mua), p1 = fast_exp2(s[t][1] - mub);
+        const float p2 = fast_exp2(s[t][2] - mua), p3 = fast_exp2(s[t][3] - mub);
+        psa += p0 + p2;
+        psb += p1 + p3;
+        pb[2 * t] = movmatrix_trans(pack_half2(p0 * vsc[t].x, p1 * vsc[t].x));
+        pb[2 * t + 1] = movmatrix_trans(pack_half2(p2 * vsc[t].y, p3 * vsc[t].y));
       }
-      l_run = l_run * corr + psum;
-      m_run = m_new;
-      if (__any_sync(0xffffffffu, corr != 1.0f)) {  // rescale only when a running max moved
-        const float ca = __shfl_sync(0xffffffffu, corr, (2 * tig) * 4);
-        const float cb = __shfl_sync(0xffffffffu, corr, (2 * tig + 1) * 4);
+      l_run = l_run * ca + psa;
+      l_run_b = l_run_b * cb + psb;
+      m_run = mna;
+      m_run_b = mnb;
+      if (__any_sync(0xffffffffu, ca != 1.0f || cb != 1.0f)) {  // only when a running max moved
 #pragma unroll
         for (int m = 0; m < 8; ++m)
           acc[m][0] *= ca, acc[m][1] *= cb, acc[m][2] *= ca, acc[m][3] *= cb;
@@ -391,11 +395,14 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
                 "the short form's tail partials fit");
   static_assert(kPart * 4 <= kLutBytes, "the codes' partials fit in the table's bytes");
   {
-    l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
-    l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
-    if (tig == 0) {
-      wm[warp * 8 + gid] = m_run;
-      wl[warp * 8 + gid] = l_run;
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1) {  // the 8 lanes of a tig: sums over their tokens
+      l_run += __shfl_xor_sync(0xffffffffu, l_run, o);
+      l_run_b += __shfl_xor_sync(0xffffffffu, l_run_b, o);
+    }
+    if (gid == 0) {
+      wm[warp * 8 + 2 * tig] = m_run, wm[warp * 8 + 2 * tig + 1] = m_run_b;
+      wl[warp * 8 + 2 * tig] = l_run, wl[warp * 8 + 2 * tig + 1] = l_run_b;
     }
     float* w0 = wacc + (warp * 8 + 2 * tig) * D;
     float* w1 = w0 + D;
