@@ -3,7 +3,7 @@
 // cuBLASLt linear layers, each printed as achieved GB/s or TFLOP/s next to the measured ceiling.
 // Usage: bench_cuda_attention [--csv FILE] [--quick] [--decode-only] [--batch N] [--ctx N,N..].
 // Probes (env):
-// TQ_BENCH_SPLITS=N forces the TurboQuant split count; TQ_DECODE_STAMPS=1 prints per-phase times
+// TQ_BENCH_SPLITS=N forces the TurboQuant split count (TQ_BENCH_SPLITS_BF16 the dense one); TQ_DECODE_STAMPS=1 prints per-phase times
 // of the TurboQuant kernel (docs/gpu.md lists the kernel switches). PyTorch SDPA is measured by
 // bench/bench_cuda_sdpa.py in the same device call and merged there.
 #include <algorithm>
@@ -102,7 +102,8 @@ Row bench_decode(Backend& be, cuda::KvFormat fmt, int B, int64_t L, const cuda::
   s.format = fmt;
   s.tail_rows = tail;
   c.plan = cuda::choose_attention(cuda::device_info(), s);
-  if (const char* e = std::getenv("TQ_BENCH_SPLITS"); e && tq)  // exploring the split count
+  // Exploring the split count: TQ_BENCH_SPLITS (TurboQuant), TQ_BENCH_SPLITS_BF16 (dense).
+  if (const char* e = std::getenv(tq ? "TQ_BENCH_SPLITS" : "TQ_BENCH_SPLITS_BF16"); e && *e)
     c.plan.n_split = std::max(1, std::atoi(e));
   // Exact tail (TurboQuant's recent-exact window): `tail` rotated f32 rows per (seq, kv head).
   const size_t tail_elems = size_t(B) * n_kv * size_t(std::max(tail, 1)) * d;

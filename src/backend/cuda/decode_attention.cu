@@ -61,7 +61,7 @@ struct Shape {
 };
 
 template <int D, bool TQ>
-__global__ void __launch_bounds__(kThreads, 2) decode_kernel(const DecodeParams p) {
+__global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) decode_kernel(const DecodeParams p) {
   using S = Shape<D, TQ>;
   extern __shared__ uint32_t smem[];
   // TQ: [256][32] half2 (c[lo nibble], c[hi nibble]), one copy per lane; K and V share it

@@ -45,14 +45,14 @@ AttnPlan choose_attention(const DeviceInfo& dev, const AttnShape& s) {
   p.kernel = AttnKernel::DecodeSplitK;
   p.n_sub = int((group + 7) / 8);
   const int64_t base = s.batch * s.n_head_kv * p.n_sub;
-  // bf16 and TurboQuant d != 128: ~4 blocks per SM. TurboQuant d = 128 (decode_tq128.cu): one
-  // wave of kTq128BlocksPerSm blocks per SM, rounded down so that the wave is not followed by a
-  // short one; the exact tail's rows are shared out among the split blocks (each loads up to
+  // One wave of the kernel's blocks (kDecodeBlocksPerSm; TurboQuant d = 128, decode_tq128.cu:
+  // kTq128BlocksPerSm), rounded down so that the wave is not followed by a short one. TurboQuant
+  // d = 128: the exact tail's rows are shared out among the split blocks (each loads up to
   // kTq128TailRowsPerSplit of them at its start), so a short context with a tail still takes up
   // to tail_rows / kTq128TailRowsPerSplit splits.
   const bool tq128 = s.format == KvFormat::TurboQuant && s.head_dim == 128;
-  const int64_t wave = int64_t(kTq128BlocksPerSm) * dev.n_sm / base;
-  const int64_t want = tq128 ? std::max<int64_t>(1, wave) : (4LL * dev.n_sm + base - 1) / base;
+  const int64_t want =
+      std::max<int64_t>(1, int64_t(tq128 ? kTq128BlocksPerSm : kDecodeBlocksPerSm) * dev.n_sm / base);
   int64_t most = std::max<int64_t>(1, (s.max_len + kMinSplitTokens - 1) / kMinSplitTokens);
   if (tq128) {
     auto splits_for_tail = [&](int64_t rows_per_split) {

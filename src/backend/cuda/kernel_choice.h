@@ -42,8 +42,13 @@ struct AttnPlan {
   int threads = 128;
 };
 
-// Split-K sizing: about `waves` blocks per multiprocessor, each split at least kMinSplitTokens.
+// Split-K sizing: one wave of the kernel's resident blocks, each split at least kMinSplitTokens.
 constexpr int kMinSplitTokens = 256;
+// Blocks per SM the split-K decode kernel for bf16 (and TurboQuant head_dim != 128) is launched
+// to hold (decode_attention.cu's __launch_bounds__): its splits fill one wave of them, rounded
+// down. (Was ~4 blocks per SM, a wave and a part: session 12 measured the wave rule 12-32% faster
+// at batch 1-32, e.g. B=1 32K 63.0 -> 44.9 us, B=8 32K 304.9 -> 245.6, B=32 8K 257.2 -> 245.5.)
+constexpr int kDecodeBlocksPerSm = 2;
 // bf16 contexts under 2K may still take up to kShortSplits splits (of >= kMinSplitTokensBf16
 // tokens): a short batch-1 context then spreads over more blocks, each warp loading one or two
 // 16-token tiles instead of a chain of them. (A 64-token floor everywhere doubled B=1 4K.)

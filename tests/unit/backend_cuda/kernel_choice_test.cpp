@@ -37,9 +37,9 @@ TEST(KernelChoice, DecodeOnBf16AndTurboQuantUsesSplitK) {
     AttnPlan p = choose_attention(h200(), decode(f, 1, 131072));
     EXPECT_EQ(p.kernel, AttnKernel::DecodeSplitK);
     EXPECT_EQ(p.n_sub, 1);
-    // 8 kv heads: bf16 about 4 blocks per SM -> 66 splits of ~2K tokens; TurboQuant d=128 one
-    // wave of kTq128BlocksPerSm blocks per SM -> floor(132 k / 8).
-    EXPECT_EQ(p.n_split, f == KvFormat::BF16 ? 66 : 132 * kTq128BlocksPerSm / 8);
+    // 8 kv heads, one wave: bf16 kDecodeBlocksPerSm (2) blocks per SM -> 33 splits of ~4K
+    // tokens; TurboQuant d=128 kTq128BlocksPerSm -> floor(132 k / 8).
+    EXPECT_EQ(p.n_split, f == KvFormat::BF16 ? 132 * kDecodeBlocksPerSm / 8 : 132 * kTq128BlocksPerSm / 8);
   }
 }
 

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Packs the device tool's archives from a CUDA build made here (docs/gpu.md, "Everything in one
+# call"): .gpu/tests.tar.xz (unit_backend_cuda, golden_cuda, bench_cuda_attention and the tiny-qwen3
+# fixture) and .gpu/e2e.tar.xz (tqserve, bench_engine and the shared libraries they need that the
+# device image lacks), plus .gpu/lib (libfmt). Usage: bash bench/pack_cuda_archives.sh [BUILD_DIR]
+# (default build-cuda; it must have built tqserve bench_engine unit_backend_cuda golden_cuda
+# bench_cuda_attention). SHARED (default ../shared) is where the fixtures are.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=${1:-build-cuda}
+SHARED=${SHARED:-../shared}
+for f in tqserve bench/bench_engine tests/unit_backend_cuda tests/golden_cuda bench/bench_cuda_attention; do
+  [ -x "$B/$f" ] || { echo "missing $B/$f: build it first (docs/gpu.md)" >&2; exit 1; }
+done
+mkdir -p .gpu/lib
+grep -qs '^/.gpu/$' .git/info/exclude || echo '/.gpu/' >> .git/info/exclude
+cp -L "$(ldd "$B/tests/unit_backend_cuda" | awk '/libfmt/{print $3}')" .gpu/lib/
+T=$(mktemp -d)
+mkdir -p "$T/tests/bin" "$T/tests/shared/models" "$T/e2e/lib"
+for f in tests/unit_backend_cuda tests/golden_cuda bench/bench_cuda_attention; do
+  strip -o "$T/tests/bin/$(basename $f)" "$B/$f"
+done
+# tiny-qwen3 whole: golden_cuda compares against its reference dumps.
+cp -r "$SHARED/models/tiny-qwen3" "$T/tests/shared/models/"
+chmod -R u+w "$T/tests/shared"
+(cd "$T/tests" && XZ_OPT="-9 -T2" tar -cJf "$OLDPWD/.gpu/tests.tar.xz" .)
+strip -o "$T/e2e/tqserve" "$B/tqserve"
+strip -o "$T/e2e/bench_engine" "$B/bench/bench_engine"
+for f in $(ldd "$B/tqserve" "$B/bench/bench_engine" | awk '/=>/{print $3}' | sort -u |
+           grep -vE 'libc.so|libm.so|libstdc|libgcc_s|librt|libpthread|libdl|cublasLt'); do
+  cp -L "$f" "$T/e2e/lib/"
+done
+(cd "$T/e2e" && XZ_OPT="-9 -T2" tar -cJf "$OLDPWD/.gpu/e2e.tar.xz" .)
+rm -rf "$T"
+ls -la .gpu/tests.tar.xz .gpu/e2e.tar.xz .gpu/lib
