@@ -3,7 +3,7 @@
 # a loads-only probe and an Nsight Compute profile of the TQ4 kernel (B=8, 32K). Binaries come
 # prebuilt in .gpu/bin (docs/gpu.md). Logs under $OUT; the merged table is printed last.
 # At most 8 files under $OUT (the device tool returns no more).
-# --compare adds same-run variants of the TQ4 kernel (TQ_DECODE_TQ_V7=1, TQ_DECODE_PDL=1) and
+# --compare adds same-run variants of the TQ4 kernel (TQ_DECODE_NO_SWIZZLE=1, TQ_DECODE_PDL=0) and
 # the B=1 fixed-cost probes (TQ_DECODE_MODE=1 loads only, 2 no loads/no math, 3 empty launch).
 # BIN (default .gpu/bin) is where the stripped binaries are; TESTS_FILTER a gtest filter;
 # NCU_TIMEOUT seconds for the profile (200).
@@ -30,10 +30,8 @@ $BIN/bench_cuda_attention --decode-only --csv /tmp/ours.csv > "$OUT/bench.log" 2
 TQ_DECODE_MODE=1 $BIN/bench_cuda_attention --decode-only --quick > "$OUT/probe_loads.log" 2>&1
 PYTHONUNBUFFERED=1 python3 bench/bench_cuda_sdpa.py /tmp/ours.csv "$OUT/table.md" > "$OUT/sdpa.log" 2>&1
 if [ $compare = 1 ]; then  # one log: variants (full decode table) and B=1 probes (32K)
-  { echo "== TQ_DECODE_TQ_V7=1 TQ_DECODE_NO_SWIZZLE=1"
-    TQ_DECODE_TQ_V7=1 TQ_DECODE_NO_SWIZZLE=1 timeout 60 $BIN/bench_cuda_attention --decode-only
-    echo "== TQ_DECODE_NO_SWIZZLE=1"; TQ_DECODE_NO_SWIZZLE=1 timeout 60 $BIN/bench_cuda_attention --decode-only
-    echo "== TQ_DECODE_PDL=1"; TQ_DECODE_PDL=1 timeout 60 $BIN/bench_cuda_attention --decode-only
+  { echo "== TQ_DECODE_NO_SWIZZLE=1"; TQ_DECODE_NO_SWIZZLE=1 timeout 60 $BIN/bench_cuda_attention --decode-only
+    echo "== TQ_DECODE_PDL=0"; TQ_DECODE_PDL=0 timeout 60 $BIN/bench_cuda_attention --decode-only
     for m in 1 2 3; do echo "== TQ_DECODE_MODE=$m B=1"
       TQ_DECODE_MODE=$m timeout 20 $BIN/bench_cuda_attention --decode-only --quick --batch 1; done
   } > "$OUT/compare.log" 2>&1

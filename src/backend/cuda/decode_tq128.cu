@@ -36,8 +36,7 @@ int* merge_counters(size_t n) {
   return buf;
 }
 
-// v8 (32 tokens per warp per stage) by default; TQ_DECODE_TQ_V7=1 selects v7 (16), for same-run
-// comparisons. The launch is programmatic-dependent (PDL) unless TQ_DECODE_PDL=0 or batched.
+// The launch is programmatic-dependent (PDL) unless TQ_DECODE_PDL=0 or batched.
 // v13: the short form (kStagesShort slots) where it applies, unless TQ_DECODE_SHORT=0 (read at
 // every launch: the tests switch it).
 using TqKernel = void (*)(TqParams);
@@ -57,11 +56,10 @@ TqForm configured(const TqForm& f, int carveout) {
 }
 TqForm tq128_form(bool short_form) {
   static const TqForm long_form = configured(
-      {env_int("TQ_DECODE_TQ_V7", 0) != 0 ? tq128_kernel<16, kStagesLong> : tq128_kernel<32, kStagesLong>,
-       false, smem_bytes(kStagesLong), scratch_bytes(kStagesLong)},
+      {tq128_kernel<kStagesLong>, false, smem_bytes(kStagesLong), scratch_bytes(kStagesLong)},
       int(cudaSharedmemCarveoutMaxShared));
   static const TqForm short_one =
-      configured({tq128_kernel<32, kStagesShort>, true, smem_bytes(kStagesShort), scratch_bytes(kStagesShort)},
+      configured({tq128_kernel<kStagesShort>, true, smem_bytes(kStagesShort), scratch_bytes(kStagesShort)},
                  kSmallSmemCarveout);
   return short_form ? short_one : long_form;
 }

@@ -20,9 +20,9 @@
 
 namespace tq::cuda::tq128 {
 
-template <int TW, int kStages>
+template <int kStages>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqParams p) {
-  static_assert(TW == 16 || TW == 32, "tokens per warp per stage");
+  constexpr int TW = 32;  // tokens per warp per stage (v8; v7's 16 was dropped in session 12)
   static_assert(kStages == kStagesLong || kStages == kStagesShort, "stage slots");
   constexpr int kScratchBytes = scratch_bytes(kStages);
   constexpr bool kShort = kStages == kStagesShort;
@@ -310,24 +310,6 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
           const int r = tw + 16 * hh + (q >> 1) * 8 + pi(2 * tig + (q & 1));
           vw[q] = *reinterpret_cast<const uint2*>(st + kStageTok * kRow + r * kRow + gid * 8);
         }
-        if constexpr (TW == 16) {  // v7: lookups per token, then PRMT pairs them
-#pragma unroll
-          for (int m = 0; m < 8; ++m) {
-            uint32_t x[4];
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-              const uint32_t w = m < 4 ? vw[q].x : vw[q].y;
-              switch (m & 3) {
-                case 0: x[q] = lut_byte<0>(smem, lane4, w); break;
-                case 1: x[q] = lut_byte<1>(smem, lane4, w); break;
-                case 2: x[q] = lut_byte<2>(smem, lane4, w); break;
-                default: x[q] = lut_byte<3>(smem, lane4, w); break;
-              }
-            }
-            mma16816<false>(acc[m], prmt(x[0], x[1], 0x5410), prmt(x[0], x[1], 0x7632),
-                            prmt(x[2], x[3], 0x5410), prmt(x[2], x[3], 0x7632), pb[0], pb[1]);
-          }
-        } else {
         // Nibble interleave (v8): byte i of e[..] holds (token q0's nibble, token q1's nibble) of
         // dim 2i (even words) or 2i + 1 (odd words), so one lookup gives an A half2 directly.
         uint32_t e[8];  // [x / y word][token pair 01 / 23][lo / hi dims]
@@ -354,7 +336,6 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
             }
           }
           mma16816<false>(acc[m], x[0], x[1], x[2], x[3], pb[2 * hh], pb[2 * hh + 1]);
-        }
         }
       }
       } while (false);
