@@ -324,29 +324,46 @@ struct MergeParams {
 
 template <int D, bool TQ>
 __global__ void __launch_bounds__(D) merge_kernel(const MergeParams p) {
+  constexpr int kPre = 16;  // partials loaded before the weights are known
   __shared__ float y[D];
-  __shared__ float red[2];
+  __shared__ float wts[kMaxSplits];  // split s's weight 2^(m_s - M)
+  __shared__ float lsum;
   const int64_t row = blockIdx.x;  // b * n_head + h
   const int c = threadIdx.x;
   pdl_release();  // the output projection's blocks may start their weight prefetch now
   pdl_wait();
-  const float* ml = p.part_ml + row * p.n_split * 2;
-  if (c == 0) {
-    float M = kNegInf, l = 0.0f;
-    for (int s = 0; s < p.n_split; ++s) M = fmaxf(M, ml[2 * s]);
-    if (M != kNegInf)
-      for (int s = 0; s < p.n_split; ++s) l += exp2f(ml[2 * s] - M) * ml[2 * s + 1];
-    red[0] = M;
-    red[1] = l;
+  // Session 12: every thread loads its column of the first kPre splits' partials while warp 0
+  // turns the splits' (m, l) into weights by shuffles (one L2 round trip for both, one barrier;
+  // was: thread 0 alone walking the (m, l) pairs, then the loads).
+  const float* pa = p.part_acc + row * p.n_split * D + c;
+  float v[kPre];
+#pragma unroll
+  for (int u = 0; u < kPre; ++u) v[u] = u < p.n_split ? pa[int64_t(u) * D] : 0.0f;
+  if (c < 32) {
+    const float2* ml = reinterpret_cast<const float2*>(p.part_ml) + row * p.n_split;
+    float M = kNegInf;
+    for (int s = c; s < p.n_split; s += 32) M = fmaxf(M, ml[s].x);
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    float l = 0.0f;
+    for (int s = c; s < p.n_split; s += 32) {
+      const float2 e = ml[s];
+      const float w = M == kNegInf ? 0.0f : exp2f(e.x - M);
+      wts[s] = w;
+      l += w * e.y;
+    }
+    for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
+    if (c == 0) lsum = l;
   }
   __syncthreads();
-  const float M = red[0], l = red[1];
+  const float l = lsum;
   float a = 0.0f;
-  if (M != kNegInf && l > 0.0f) {
-    const float* pa = p.part_acc + row * p.n_split * D + c;
-    for (int s = 0; s < p.n_split; ++s) {
-      const float m = ml[2 * s];
-      if (m != kNegInf) a += exp2f(m - M) * pa[int64_t(s) * D];
+  if (l > 0.0f) {  // (an empty split's partial, weight 0, is never added)
+#pragma unroll
+    for (int u = 0; u < kPre; ++u)
+      if (u < p.n_split && wts[u] != 0.0f) a += wts[u] * v[u];
+    for (int s = kPre; s < p.n_split; ++s) {
+      const float w = wts[s];
+      if (w != 0.0f) a += w * pa[int64_t(s) * D];
     }
     a /= l;
   }
@@ -418,6 +435,7 @@ void launch(const DecodeAttnArgs& a, const AttnPlan& plan, cudaStream_t st) {
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     configured = true;
   }
+  if (plan.n_split < 1 || plan.n_split > kMaxSplits) raise("decode_attention: split count out of range");
   dim3 grid(plan.n_split, a.n_head_kv * plan.n_sub, a.batch);
   // Both with PDL: the merge's blocks wait in place, and the output projection after it may
   // start prefetching its weights while the decode runs. (A merge fused into the decode

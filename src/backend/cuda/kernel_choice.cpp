@@ -57,7 +57,7 @@ AttnPlan choose_attention(const DeviceInfo& dev, const AttnShape& s) {
   if (tq128) {
     auto splits_for_tail = [&](int64_t rows_per_split) {
       const int64_t m = std::max(most, (s.tail_rows + rows_per_split - 1) / rows_per_split);
-      return std::clamp<int64_t>(want, 1, std::min<int64_t>(m, 1024));
+      return std::clamp<int64_t>(want, 1, std::min<int64_t>(m, kMaxSplits));
     };
     static const int short_rows = [] {
       const char* e = std::getenv("TQ_DECODE_TAIL_ROWS");
@@ -71,7 +71,7 @@ AttnPlan choose_attention(const DeviceInfo& dev, const AttnShape& s) {
   if (s.format == KvFormat::BF16)
     most = std::max(most, std::min<int64_t>(kShortSplits, (s.max_len + kMinSplitTokensBf16 - 1) /
                                                               kMinSplitTokensBf16));
-  p.n_split = int(std::clamp<int64_t>(want, 1, std::min<int64_t>(most, 1024)));
+  p.n_split = int(std::clamp<int64_t>(want, 1, std::min<int64_t>(most, kMaxSplits)));
   return p;
 }
 

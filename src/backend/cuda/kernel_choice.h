@@ -49,6 +49,8 @@ constexpr int kMinSplitTokens = 256;
 // down. (Was ~4 blocks per SM, a wave and a part: session 12 measured the wave rule 12-32% faster
 // at batch 1-32, e.g. B=1 32K 63.0 -> 44.9 us, B=8 32K 304.9 -> 245.6, B=32 8K 257.2 -> 245.5.)
 constexpr int kDecodeBlocksPerSm = 2;
+// Most context splits a plan takes (the bf16 merge keeps a weight per split in shared memory).
+constexpr int kMaxSplits = 1024;
 // bf16 contexts under 2K may still take up to kShortSplits splits (of >= kMinSplitTokensBf16
 // tokens): a short batch-1 context then spreads over more blocks, each warp loading one or two
 // 16-token tiles instead of a chain of them. (A 64-token floor everywhere doubled B=1 4K.)
