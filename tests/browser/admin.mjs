@@ -95,12 +95,16 @@ try {
       body: JSON.stringify({ model, prompt: "def fibonacci(n):", max_tokens: 16 }) });
     assert.equal(r.status, 200, await r.text());
   }
-  // Load and unload buttons.
-  assert.equal(await rowState(page, "tiny"), "unloaded");
+  // Load and unload buttons. micro's load evicted tiny on the server; the page shows it at its
+  // next refresh (every 2 s), so wait for that rather than read the row at once.
+  let models = await (await fetch(`${base}/admin/api/models`)).json();
+  assert.equal(models.data.find((m) => m.name === "tiny").state, "unloaded");
+  await page.waitForFunction(() =>
+    document.querySelector('tr[data-model="tiny"] [data-testid=state]')?.textContent === "unloaded", null, { timeout: 10000 });
   await page.locator('tr[data-model="tiny"] [data-testid=load]').click();
   await page.waitForFunction(() =>
     document.querySelector('tr[data-model="tiny"] [data-testid=state]')?.textContent === "loaded", null, { timeout: 60000 });
-  let models = await (await fetch(`${base}/admin/api/models`)).json();
+  models = await (await fetch(`${base}/admin/api/models`)).json();
   assert.equal(models.data.find((m) => m.name === "tiny").state, "loaded");
   if (shots) await page.screenshot({ path: `${shots}/admin-overview.png`, fullPage: true });
   await page.locator('tr[data-model="tiny"] [data-testid=unload]').click();

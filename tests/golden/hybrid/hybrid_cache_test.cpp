@@ -1,5 +1,6 @@
 // The hybrid's caches: chunked prefill (unequal chunks) equals one pass, sequences batched in one
 // step get what they get alone, and the recurrent layers' fixed-size state and its accounting.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -58,8 +59,10 @@ TEST(HybridCache, UnequalChunkedPrefillEqualsOnePass) {
 }
 
 // Layers before the first attention layer see only per-token ops and the recurrence (sequential
-// in the CPU backend), so their state does not depend on the chunking at all.
-TEST(HybridCache, FirstLayerStateIsBitIdenticalAcrossChunkings) {
+// in the CPU backend), so their state does not depend on the chunking beyond the last bits of the
+// projections: a GEMM's rows need not be bit-identical across row counts (OpenBLAS's AVX-512
+// small-matrix kernels sum in another order for 1 row than for 300).
+TEST(HybridCache, FirstLayerStateMatchesAcrossChunkings) {
   TQ_REQUIRE_TINY_QWEN35(m);
   auto ids = m->ref->ints("logits_2.ids");  // 300 tokens
   KvCache a = m->model->new_cache(), b = m->model->new_cache();
@@ -67,11 +70,17 @@ TEST(HybridCache, FirstLayerStateIsBitIdenticalAcrossChunkings) {
   run_chunks(*m->model, ids, {1, 1, 5, 293}, b);
   auto& ra = static_cast<RecurrentCache&>(*a.layers[0]);
   auto& rb = static_cast<RecurrentCache&>(*b.layers[0]);
-  EXPECT_EQ(ra.read_conv_state(), rb.read_conv_state());
+  auto ca = ra.read_conv_state(), cb = rb.read_conv_state();
+  ASSERT_EQ(ca.size(), cb.size());
+  float conv_rel = 0.0f;  // |a - b| / max(1, |a|): the conv window holds projected inputs
+  for (size_t i = 0; i < ca.size(); ++i)
+    conv_rel = std::max(conv_rel, std::abs(ca[i] - cb[i]) / std::max(1.0f, std::abs(ca[i])));
   auto sa = ra.read_recurrent_state(), sb = rb.read_recurrent_state();
   float err = max_abs_diff(sa, sb);
-  std::printf("[tiny-qwen35] layer 0 state after 300 tokens: max diff %.2e across chunkings\n",
-              err);
+  std::printf("[tiny-qwen35] layer 0 state after 300 tokens across chunkings: conv window max rel "
+              "diff %.2e, recurrent state max diff %.2e\n",
+              conv_rel, err);
+  EXPECT_LE(conv_rel, 1e-5f);
   EXPECT_LE(err, 1e-6f);
 }
 

@@ -1,6 +1,7 @@
 // TurboQuant on the hybrid: only the full-attention layers convert (after prefill, from the first
 // token, or mid-prefill), the recurrent layers' state stays bit-identical, and quality holds the
 // TurboQuant bars (8-bit greedy identical; 4-bit mean NLL within +1%, top-1 >= 97%).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -87,10 +88,17 @@ TEST(HybridTurboQuant, MidPrefillConversionInScore) {
   ASSERT_TRUE(r.converted);
   EXPECT_EQ(r.conversion.at_token, 150);
   EXPECT_EQ(r.conversion.layers, 2);
-  // Before the conversion point every position saw the dense cache: identical scores.
-  for (size_t i = 0; i < 149; ++i) ASSERT_EQ(d.nll[i], r.nll[i]) << i;
-  std::printf("[tiny-qwen35] mid-prefill 4/4 at 150 of 300: mean NLL %.4f vs dense %.4f\n",
-              r.mean_nll, d.mean_nll);
+  // Before the conversion point every position saw the dense cache: the same scores, up to the
+  // last bits of the chunk the conversion cuts ([128, 150) instead of [128, 192): a GEMM's rows
+  // need not be bit-identical across row counts, e.g. with OpenBLAS's AVX-512 small-matrix kernels).
+  double before = 0.0;
+  for (size_t i = 0; i < 149; ++i) {
+    ASSERT_NEAR(d.nll[i], r.nll[i], 1e-5 * std::max(1.0f, std::abs(d.nll[i]))) << i;
+    before = std::max(before, double(std::abs(d.nll[i] - r.nll[i])));
+  }
+  std::printf("[tiny-qwen35] mid-prefill 4/4 at 150 of 300: mean NLL %.4f vs dense %.4f (before "
+              "the conversion: max diff %.2e)\n",
+              r.mean_nll, d.mean_nll, before);
   EXPECT_LE(r.mean_nll, d.mean_nll * 1.01);
 }
 
