@@ -117,26 +117,16 @@ __device__ __forceinline__ int atomic_add_acq_rel(int* p, int v) {
   asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
   return old;
 }
-// The online softmax's running-maximum step over the lanes XOR kFrom, 2 kFrom, .. kTo: the new
-// maximum, and in m_use the one to subtract (0 while every score is -inf, so exp2 gives 0).
-template <int kFrom, int kTo>
-__device__ __forceinline__ float lanes_running_max(float mx, float m_run, float& m_use) {
+// Online softmax, one MMA accumulator column held by the 8 lanes of one tig (XOR 4, 8, 16: the
+// column's rows): their maximum of mx (this lane's rows) joined with the running maximum m_run.
+// Returns the new running maximum; m_use is the one the scores are taken against (0 while the
+// column has seen only -inf: exp2 then gives 0, not NaN).
+__device__ __forceinline__ float column_max8(float mx, float m_run, float& m_use) {
 #pragma unroll
-  for (int o = kFrom; o <= kTo; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  for (int o = 4; o < 32; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
   const float m_new = fmaxf(m_run, mx);
   m_use = m_new == -INFINITY ? 0.0f : m_new;
   return m_new;
-}
-// Online softmax, one MMA accumulator row held by a quad of lanes: the quad's maximum of mx (this
-// lane's columns) joined with the running maximum m_run. Returns the new running maximum; m_use is
-// the one the scores are taken against (0 while the row has seen only -inf: exp2 then gives 0,
-// not NaN).
-__device__ __forceinline__ float quad_row_max(float mx, float m_run, float& m_use) {
-  return lanes_running_max<1, 2>(mx, m_run, m_use);
-}
-// The same over the 8 lanes of one tig (XOR 4, 8, 16): a column of an MMA C fragment's rows.
-__device__ __forceinline__ float column_max8(float mx, float m_run, float& m_use) {
-  return lanes_running_max<4, 16>(mx, m_run, m_use);
 }
 // Transpose of an 8x8 b16 tile in the MMA fragment layout (lane: row gid, columns 2 tig, +1).
 __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t a) {

@@ -1,10 +1,10 @@
 // Split-K decode attention on tensor cores for dense bf16 and TurboQuant 4-bit K/V: one block per
 // (sequence, kv head, <=8-head query subgroup, context split), then a merge kernel per query head.
 //
-// Per warp and tile of tokens, scores are S^T[g, tok] = Q[g, :] . K[tok, :]^T (m16n8k16: rows =
-// the group's query heads, cols = 8 tokens, k = 16 coordinates) and the output is
+// Per warp and tile of tokens, scores are S[tok, g] = K[tok, :] . Q[g, :]^T (m16n8k16: rows = 16
+// tokens, cols = the group's query heads, k = 16 coordinates) and the output is
 // O^T[coord, g] += V^T[coord, tok] . P^T[tok, g] (rows = 16 coordinates, cols = heads, k = 16
-// tokens): the score accumulators are already the P^T operand, so nothing is transposed. Each
+// tokens): each 8x8 tile of P reaches the P^T operand by one movmatrix transpose. Each
 // lane reads its tokens' bytes with 8/16-byte loads; coordinates are permuted inside the MMAs so
 // that a lane's bytes are contiguous (the permutation is applied to Q and undone on output).
 // TurboQuant codes become MMA operands through a byte -> half2 table (two centroids per byte),
@@ -145,7 +145,8 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) decode_kernel(co
   const uint16_t* vsb = TQ ? sq.vs + base : nullptr;
   const uint32_t* my_lut = lut + lane;
 
-  float m_run = kNegInf, l_run = 0.0f;  // row g = gid
+  // Running max and (this lane's part of the) sum of heads 2 tig (m_run, l_run) and 2 tig + 1.
+  float m_run = kNegInf, l_run = 0.0f, m_run_b = kNegInf, l_run_b = 0.0f;
   float acc[S::KC][4];
 #pragma unroll
   for (int m = 0; m < S::KC; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
@@ -155,7 +156,7 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) decode_kernel(co
   struct TileRegs {
     uint32_t kw[S::NT][S::KW];
     uint32_t vw[S::KS][4][S::VW];
-    uint32_t ks[S::NT], vs[S::NT];
+    uint16_t ks[S::NT], vs[S::NT];  // TQ: scales of token nt * 8 + gid
   };
   auto load_tile = [&](int tile, TileRegs& r) {
     const int tb = tile * S::TILE;
@@ -174,9 +175,9 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) decode_kernel(co
     if constexpr (TQ) {
 #pragma unroll
       for (int nt = 0; nt < S::NT; ++nt) {
-        const int t = min(tb + nt * 8 + 2 * tig, (L - 1) & ~1);
-        r.ks[nt] = __ldg(reinterpret_cast<const uint32_t*>(ksb + t));
-        r.vs[nt] = __ldg(reinterpret_cast<const uint32_t*>(vsb + t));
+        const int t = min(tb + nt * 8 + gid, L - 1);
+        r.ks[nt] = __ldg(reinterpret_cast<const unsigned short*>(ksb + t));
+        r.vs[nt] = __ldg(reinterpret_cast<const unsigned short*>(vsb + t));
       }
     }
   };
@@ -187,62 +188,69 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) decode_kernel(co
     if (tile + kWarps < tile_end) load_tile(tile + kWarps, nxt);
     const auto& kw = cur.kw;
     const auto& vw = cur.vw;
-    float2 ksc[S::NT], vsc[S::NT];
+    // Scores S[token, g] with the tokens as the MMA rows (session 12, as decode_tq128's v16):
+    // 16-token tile t's rows gid and gid + 8 are tokens 16 t + gid (n-tile 2 t's loads) and
+    // 16 t + 8 + gid (n-tile 2 t + 1's); lane (gid, tig) holds heads 2 tig, 2 tig + 1.
+    constexpr int NM = S::TILE / 16;
+    float s[NM][4];
+    float2 vsc[NM];  // V scales of the tile's two tokens
 #pragma unroll
-    for (int nt = 0; nt < S::NT; ++nt) {
-      if constexpr (TQ) {
-        ksc[nt] = unpack_half2(cur.ks[nt]);
-        vsc[nt] = unpack_half2(cur.vs[nt]);
-      } else {
-        ksc[nt] = vsc[nt] = make_float2(1.0f, 1.0f);
-      }
-    }
-
-    // Scores for the tile: row gid (query head), tokens nt*8 + 2tig + {0, 1}.
-    float s[S::NT][4];
-#pragma unroll
-    for (int nt = 0; nt < S::NT; ++nt) {
-      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+    for (int t = 0; t < NM; ++t) {
+      s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
 #pragma unroll
       for (int kc = 0; kc < S::KC; ++kc) {
-        uint32_t b0, b1;
+        uint32_t a0, a1, a2, a3;
         if constexpr (TQ) {
-          const uint32_t w = kw[nt][kc / 2];
+          const uint32_t wa = kw[2 * t][kc / 2], wb = kw[2 * t + 1][kc / 2];
           const int sh = (kc & 1) * 16;
-          b0 = my_lut[((w >> sh) & 0xffu) << 5];
-          b1 = my_lut[((w >> (sh + 8)) & 0xffu) << 5];
+          a0 = my_lut[((wa >> sh) & 0xffu) << 5];
+          a1 = my_lut[((wb >> sh) & 0xffu) << 5];
+          a2 = my_lut[((wa >> (sh + 8)) & 0xffu) << 5];
+          a3 = my_lut[((wb >> (sh + 8)) & 0xffu) << 5];
         } else {
-          b0 = kw[nt][2 * kc];
-          b1 = kw[nt][2 * kc + 1];
+          a0 = kw[2 * t][2 * kc], a1 = kw[2 * t + 1][2 * kc];
+          a2 = kw[2 * t][2 * kc + 1], a3 = kw[2 * t + 1][2 * kc + 1];
         }
-        mma16816<!TQ>(s[nt], qa0[kc], 0u, qa2[kc], 0u, b0, b1);
+        mma16816<!TQ>(s[t], a0, a1, a2, a3, qa0[kc], qa2[kc]);
       }
+      const int ta = tb + 16 * t + gid, tb8 = ta + 8;
+      float ka = 1.0f, kb = 1.0f;
+      vsc[t] = make_float2(1.0f, 1.0f);
+      if constexpr (TQ) {
+        ka = __half2float(__ushort_as_half(cur.ks[2 * t]));
+        kb = __half2float(__ushort_as_half(cur.ks[2 * t + 1]));
+        vsc[t] = make_float2(__half2float(__ushort_as_half(cur.vs[2 * t])),
+                             __half2float(__ushort_as_half(cur.vs[2 * t + 1])));
+      }
+      s[t][0] = ta < L ? s[t][0] * ka : kNegInf;
+      s[t][1] = ta < L ? s[t][1] * ka : kNegInf;
+      s[t][2] = tb8 < L ? s[t][2] * kb : kNegInf;
+      s[t][3] = tb8 < L ? s[t][3] * kb : kNegInf;
     }
-    float mx = kNegInf;
+    float mxa = kNegInf, mxb = kNegInf;
 #pragma unroll
-    for (int nt = 0; nt < S::NT; ++nt) {
-      const int t = tb + nt * 8 + 2 * tig;
-      s[nt][0] = t < L ? s[nt][0] * ksc[nt].x : kNegInf;
-      s[nt][1] = t + 1 < L ? s[nt][1] * ksc[nt].y : kNegInf;
-      mx = fmaxf(mx, fmaxf(s[nt][0], s[nt][1]));
-    }
-    float m_use;
-    const float m_new = quad_row_max(mx, m_run, m_use);
-    const float corr = exp2f(m_run - m_use);
-    float psum = 0.0f;
-    uint32_t pb[S::NT];
+    for (int t = 0; t < NM; ++t)
+      mxa = fmaxf(mxa, fmaxf(s[t][0], s[t][2])), mxb = fmaxf(mxb, fmaxf(s[t][1], s[t][3]));
+    float mua, mub;
+    const float mna = column_max8(mxa, m_run, mua), mnb = column_max8(mxb, m_run_b, mub);
+    const float ca = exp2f(m_run - mua), cb = exp2f(m_run_b - mub);
+    float psa = 0.0f, psb = 0.0f;
+    uint32_t pb[2 * NM];  // the PV B operands: P^T (tokens x heads), 8x8 tiles transposed
 #pragma unroll
-    for (int nt = 0; nt < S::NT; ++nt) {
-      const float p0 = exp2f(s[nt][0] - m_use), p1 = exp2f(s[nt][1] - m_use);
-      psum += p0 + p1;
-      const float w0 = p0 > 0.0f ? p0 * vsc[nt].x : 0.0f;
-      const float w1 = p1 > 0.0f ? p1 * vsc[nt].y : 0.0f;
-      pb[nt] = TQ ? pack_half2(w0, w1) : pack_bf162(w0, w1);
+    for (int t = 0; t < NM; ++t) {
+      const float p0 = exp2f(s[t][0] - mua), p1 = exp2f(s[t][1] - mub);
+      const float p2 = exp2f(s[t][2] - mua), p3 = exp2f(s[t][3] - mub);
+      psa += p0 + p2;
+      psb += p1 + p3;
+      const float w0 = p0 > 0.0f ? p0 * vsc[t].x : 0.0f, w1 = p1 > 0.0f ? p1 * vsc[t].x : 0.0f;
+      const float w2 = p2 > 0.0f ? p2 * vsc[t].y : 0.0f, w3 = p3 > 0.0f ? p3 * vsc[t].y : 0.0f;
+      pb[2 * t] = movmatrix_trans(TQ ? pack_half2(w0, w1) : pack_bf162(w0, w1));
+      pb[2 * t + 1] = movmatrix_trans(TQ ? pack_half2(w2, w3) : pack_bf162(w2, w3));
     }
-    l_run = l_run * corr + psum;
-    m_run = m_new;
-    const float ca = __shfl_sync(0xffffffffu, corr, (2 * tig) * 4);
-    const float cb = __shfl_sync(0xffffffffu, corr, (2 * tig + 1) * 4);
+    l_run = l_run * ca + psa;
+    l_run_b = l_run_b * cb + psb;
+    m_run = mna;
+    m_run_b = mnb;
 #pragma unroll
     for (int m = 0; m < S::KC; ++m) {
       acc[m][0] *= ca, acc[m][1] *= cb, acc[m][2] *= ca, acc[m][3] *= cb;
@@ -272,11 +280,13 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) decode_kernel(co
     cur = nxt;
   }
 
-  l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
-  l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
-  if (tig == 0) {
-    wm[warp * 8 + gid] = m_run;
-    wl[warp * 8 + gid] = l_run;
+  for (int o = 4; o < 32; o <<= 1) {  // the 8 lanes of a tig: sums over their tokens
+    l_run += __shfl_xor_sync(0xffffffffu, l_run, o);
+    l_run_b += __shfl_xor_sync(0xffffffffu, l_run_b, o);
+  }
+  if (gid == 0) {
+    wm[warp * 8 + 2 * tig] = m_run, wm[warp * 8 + 2 * tig + 1] = m_run_b;
+    wl[warp * 8 + 2 * tig] = l_run, wl[warp * 8 + 2 * tig + 1] = l_run_b;
   }
 #pragma unroll
   for (int m = 0; m < S::KC; ++m) {
