@@ -38,9 +38,10 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 // Shared memory: Q | kStages x (K, V) tiles | TurboQuant: 2 raw stages (K codes, V codes, K
 // scales, V scales), the byte-pair table (256 half2 x 32 lane copies) or the ALU decode's 8
-// centroid byte planes | mbarriers.
+// centroid magnitudes' byte planes | mbarriers.
 // Kernel variants: dense bf16; TurboQuant decoded through H8's shared-memory byte-pair table;
-// TurboQuant decoded by ALU only (centroid byte planes in registers, selected with prmt).
+// TurboQuant decoded by ALU only (byte planes of the 8 centroid magnitudes in registers,
+// selected with prmt; the codebook is symmetric).
 enum WgMode { kDense = 0, kTqTable = 1, kTqAlu = 2 };
 template <int kMode>
 struct WgCfg {
@@ -195,7 +196,9 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
       for (int s = 0; s < kStages; ++s) mbar_init(full_v + s, 128);
   }
   if constexpr (kMode == kTqAlu) {
-    if (tid < 8) reinterpret_cast<uint32_t*>(smem + C::kLutOff)[tid] = wgtq::centroid_plane(p.cent, tid);
+    // (Two copies: the producer's lanes read copy lane & 1, so the compiler cannot keep the
+    // planes in uniform registers, which prmt cannot take as data: v1 copied them back each use.)
+    if (tid < 8) reinterpret_cast<uint32_t*>(smem + C::kLutOff)[tid] = wgtq::magnitude_plane(p.cent, tid & 3);
   }
   if constexpr (kMode == kTqTable) {
     // Byte-pair table: entry e (codes e & 15, e >> 4) as half2, one copy per lane (bank = lane).
@@ -215,14 +218,12 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(C::kProdRegs));
       const int64_t kv_base = int64_t(hk) * p.head_stride;
       const int lane = tid & 31;
-      // ALU decode: low / high bytes of the 16 fp16 centroids, loaded from shared memory so that
-      // they live in ordinary registers (prmt's operands), not in uniform ones.
-      uint32_t clo[4], chi[4];
+      // ALU decode: the byte planes of the 8 fp16 magnitudes, in ordinary registers (prmt's
+      // data operands).
+      uint32_t pl[4];
       if constexpr (kMode == kTqAlu) {
-        const uint4 a = reinterpret_cast<const uint4*>(smem + C::kLutOff)[0];
-        const uint4 b = reinterpret_cast<const uint4*>(smem + C::kLutOff)[1];
-        clo[0] = a.x, clo[1] = a.y, clo[2] = a.z, clo[3] = a.w;
-        chi[0] = b.x, chi[1] = b.y, chi[2] = b.z, chi[3] = b.w;
+        const uint4 a = reinterpret_cast<const uint4*>(smem + C::kLutOff)[lane & 1];
+        pl[0] = a.x, pl[1] = a.y, pl[2] = a.z, pl[3] = a.w;
       }
       uint8_t* raw = smem + C::kRawOff;
       const uint32_t* lut = reinterpret_cast<const uint32_t*>(smem + C::kLutOff);
@@ -267,12 +268,12 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
         const uint16_t* sc = reinterpret_cast<const uint16_t*>(rs + 2 * C::kCodeBytes);
         uint8_t* ks = kv + s * 2 * kTileBytes;
         if constexpr (C::kSplitKV) {  // K published first: the S GEMM overlaps the V decode
-          wgtq::tq_decode_tile_alu<0, 4>(rs, ks, tid, clo, chi);
+          wgtq::tq_decode_tile_alu<0, 4>(rs, ks, tid, pl);
           proxy_fence();
           mbar_arrive(full + s);
-          wgtq::tq_decode_tile_alu<4, 8>(rs, ks, tid, clo, chi);
+          wgtq::tq_decode_tile_alu<4, 8>(rs, ks, tid, pl);
         } else if constexpr (kMode == kTqAlu) {
-          wgtq::tq_decode_tile_alu(rs, ks, tid, clo, chi);
+          wgtq::tq_decode_tile_alu(rs, ks, tid, pl);
         } else {
 #pragma unroll 2  // 4 spills at 56 registers
         for (int i = tid; i < 2 * kBN * 16; i += 128) {  // (K, V) x 128 rows x 16 chunks of 8
@@ -564,6 +565,8 @@ void prefill_attention_wgmma(const PrefillAttnArgs& a, void* stream, TqDecode de
   if (tq)
     for (int i = 0; i < 16; ++i) p.cent[i] = a.k_codec->centroids[i];
   if (decode == TqDecode::kDefault) decode = prefill_wgmma_tq_decode();
+  if (tq && decode == TqDecode::kAlu && !wgtq::centroids_symmetric(p.cent))
+    decode = TqDecode::kTable;  // (the ALU decode stores magnitudes only)
   if (!tq)
     launch_wgmma<kDense>(p, a.T, a.n_head, as_stream(stream));
   else if (decode == TqDecode::kTable)

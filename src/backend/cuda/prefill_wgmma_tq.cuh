@@ -1,13 +1,15 @@
 // TurboQuant 4-bit decode of the Hopper prefill kernel's producer (prefill_wgmma.cu, ALU
-// variant): codes to fp16 K / V tiles with the 16 centroids held as byte planes in registers and
-// selected with prmt (no table loads), in the kernel's 128B-swizzled tile layout.
+// variant): codes to fp16 K / V tiles with the 8 centroid magnitudes held as byte planes in
+// registers and selected with prmt (no table loads), in the kernel's 128B-swizzled tile layout.
 #pragma once
 #include <cuda_fp16.h>
 
 #include <cstdint>
 
 #ifndef TQ_WG_DEC_UNROLL
-#define TQ_WG_DEC_UNROLL 2  // unroll of tq_decode_tile_alu's loop over a thread's 8 code rows
+// Unroll of tq_decode_tile_alu's loop over a thread's 8 code rows: 8 (whole) since the decode
+// needs 4 plane registers (session 13, same call: 2 / 4 / 8 gave 378 / 390 / 405 TFLOP/s at 4K).
+#define TQ_WG_DEC_UNROLL 8
 #endif
 
 namespace tq::cuda::wgtq {
@@ -17,16 +19,29 @@ namespace tq::cuda::wgtq {
 constexpr int kRows = 128, kDim = 128, kCodeBytes = kRows * kDim / 2, kTileBytes = kRows * kDim * 2;
 [[maybe_unused]] constexpr int kDecUnroll = TQ_WG_DEC_UNROLL;  // used by a pragma
 
-// ALU decode: the 16 fp16 centroids as byte planes; word i < 4: byte b = low byte of centroid
-// 4i + b, word 4 + i: the high bytes (rounded like the table's pack_half2).
-__device__ __forceinline__ uint32_t centroid_plane(const float (&cent)[16], int i) {
+// ALU decode: the codebook is symmetric (c[15 - k] = -c[k], ascending: codebook.cpp), so the
+// decode needs only the 8 fp16 magnitudes M[j] = c[8 + j] as byte planes: word i < 2 holds the low
+// bytes of M[4i .. 4i + 3], word 2 + i their high bytes (rounded like the table's pack_half2).
+// Four registers, where v1's 16 centroids took eight and ptxas kept half of them in uniform
+// registers, copied back before every prmt (8 moves per code word).
+__device__ __forceinline__ uint32_t magnitude_plane(const float (&cent)[16], int i) {
   uint32_t w = 0;
 #pragma unroll
   for (int b = 0; b < 4; ++b) {
-    const uint32_t h = __half_as_ushort(__float2half_rn(cent[4 * (i & 3) + b]));
-    w |= (i < 4 ? h & 255u : h >> 8) << (8 * b);
+    const uint32_t h = __half_as_ushort(__float2half_rn(cent[8 + 4 * (i & 1) + b]));
+    w |= (i < 2 ? h & 255u : h >> 8) << (8 * b);
   }
   return w;
+}
+// Whether the fp16 centroids are symmetric as the ALU decode assumes: c[k] = -c[15 - k] bit for
+// bit and c[8 ..] non-negative (else the caller takes the table decode).
+inline bool centroids_symmetric(const float (&cent)[16]) {
+  for (int k = 0; k < 8; ++k) {
+    const uint16_t lo = __half_as_ushort(__float2half_rn(cent[k]));
+    const uint16_t hi = __half_as_ushort(__float2half_rn(cent[15 - k]));
+    if ((hi & 0x8000u) != 0 || lo != (hi | 0x8000u)) return false;
+  }
+  return true;
 }
 // prmt.b32 with the selector's sign-replicate bits honoured (selector nibble bit 3).
 __device__ __forceinline__ uint32_t prmt_s(uint32_t a, uint32_t b, uint32_t sel) {
@@ -39,18 +54,20 @@ __device__ __forceinline__ uint32_t hmul2(uint32_t a, uint32_t b) {
   return *reinterpret_cast<uint32_t*>(&x);
 }
 // Codes n0..n7 (nibble i of w = coordinate i) to the fp16 pairs (c[n0], c[n1]) .. (c[n6], c[n7]):
-// per 4 codes, prmt by n & 7 into the planes of centroids 0-7 and 8-15, a byte mask from bit 3
-// (prmt's sign replication of the byte whose top bit is that bit: w << 4 for even codes, w for
-// odd ones) picks one of the two, and two prmts interleave low and high bytes. 20 ALU ops.
-__device__ __forceinline__ void decode8(uint32_t w, const uint32_t (&lo)[4], const uint32_t (&hi)[4],
-                                        uint32_t (&o)[4]) {
-  const uint32_t sel = w & 0x77777777u, wb = w << 4;
+// each code's magnitude index (n & 7 for n >= 8, 7 - n below) selects its low and high bytes from
+// the planes by prmt, the sign (n < 8) flips the high byte's top bit through a byte mask from
+// bit 3 (prmt's sign replication of the byte whose top bit is that bit: w << 4 for even codes, w
+// for odd ones), and two prmts interleave low and high bytes. 18 ALU ops (v1: 21, on 8 planes).
+__device__ __forceinline__ void decode8(uint32_t w, const uint32_t (&pl)[4], uint32_t (&o)[4]) {
+  const uint32_t below = ~(w >> 3) & 0x11111111u;           // 1 in each nibble whose code is < 8
+  const uint32_t idx = (w ^ (below * 7u)) & 0x77777777u;    // magnitude indices
+  const uint32_t wb = w << 4;
 #pragma unroll
   for (int g = 0; g < 2; ++g) {
-    const uint32_t sg = g ? sel >> 16 : sel;
-    const uint32_t m = prmt_s(wb, w, g ? 0xFBEAu : 0xD9C8u);
-    const uint32_t l = (prmt_s(lo[0], lo[1], sg) & ~m) | (prmt_s(lo[2], lo[3], sg) & m);
-    const uint32_t h = (prmt_s(hi[0], hi[1], sg) & ~m) | (prmt_s(hi[2], hi[3], sg) & m);
+    const uint32_t sg = g ? idx >> 16 : idx;
+    const uint32_t m = prmt_s(wb, w, g ? 0xFBEAu : 0xD9C8u);  // 0xff where the code is >= 8
+    const uint32_t l = prmt_s(pl[0], pl[1], sg);
+    const uint32_t h = prmt_s(pl[2], pl[3], sg) ^ (~m & 0x80808080u);
     o[2 * g] = prmt_s(l, h, 0x5140u), o[2 * g + 1] = prmt_s(l, h, 0x7362u);
   }
 }
@@ -67,7 +84,7 @@ __device__ __forceinline__ int raw_slot(int r, int q) { return r * 64 + ((q ^ ((
 // (raw_slot) and stores (the swizzle). The next row's codes load before this row's stores.
 template <int kN0 = 0, int kN1 = 8>
 __device__ __forceinline__ void tq_decode_tile_alu(const uint8_t* rs, uint8_t* ks, int tid,
-                                                   const uint32_t (&lo)[4], const uint32_t (&hi)[4]) {
+                                                   const uint32_t (&pl)[4]) {
   const int lane = tid & 31, rl = lane & 7, q = lane >> 3, r0 = (tid >> 5) * 8 + rl;
   const uint8_t* cb = rs + raw_slot(r0, q);
   const uint32_t* sb = reinterpret_cast<const uint32_t*>(rs + 2 * kCodeBytes) + r0;
@@ -87,7 +104,7 @@ __device__ __forceinline__ void tq_decode_tile_alu(const uint8_t* rs, uint8_t* k
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       uint32_t o[4];
-      decode8(words[j], lo, hi, o);
+      decode8(words[j], pl, o);
       *reinterpret_cast<uint4*>(ob + which * kTileBytes + k * 32 * 128 + ((x0 ^ j) << 4)) =
           make_uint4(hmul2(o[0], s_cur), hmul2(o[1], s_cur), hmul2(o[2], s_cur), hmul2(o[3], s_cur));
     }
