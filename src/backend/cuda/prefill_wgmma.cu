@@ -544,6 +544,10 @@ TqDecode prefill_wgmma_tq_decode() {
   return d;
 }
 
+bool prefill_wgmma_alu_decodes(const float (&centroids)[16]) {
+  return wgtq::centroids_symmetric(centroids);
+}
+
 void prefill_attention_wgmma(const PrefillAttnArgs& a, void* stream, TqDecode decode) {
   if (!prefill_wgmma_handles(a)) raise("prefill_attention_wgmma: unsupported shape or format");
   if (!prefill_wgmma_available(stream)) raise("prefill_attention_wgmma: needs an sm_90 device");
@@ -565,7 +569,7 @@ void prefill_attention_wgmma(const PrefillAttnArgs& a, void* stream, TqDecode de
   if (tq)
     for (int i = 0; i < 16; ++i) p.cent[i] = a.k_codec->centroids[i];
   if (decode == TqDecode::kDefault) decode = prefill_wgmma_tq_decode();
-  if (tq && decode == TqDecode::kAlu && !wgtq::centroids_symmetric(p.cent))
+  if (tq && decode == TqDecode::kAlu && !prefill_wgmma_alu_decodes(p.cent))
     decode = TqDecode::kTable;  // (the ALU decode stores magnitudes only)
   if (!tq)
     launch_wgmma<kDense>(p, a.T, a.n_head, as_stream(stream));

@@ -23,10 +23,15 @@ bool prefill_wgmma_enabled();
 bool prefill_wgmma_tq_enabled();
 
 // How the TurboQuant producer decodes codes to fp16: kTable = shared-memory byte-pair table
-// (version H8), kAlu = centroid bytes in registers selected with prmt. Both give the same bits.
+// (version H8), kAlu = the centroid magnitudes' bytes in registers selected with prmt. Both give
+// the same bits.
 enum class TqDecode { kDefault, kTable, kAlu };
 // The decode kDefault means: TQ_PREFILL_TQ_DECODE=table / alu, else the built-in default.
 TqDecode prefill_wgmma_tq_decode();
+// Whether the ALU decode takes this codebook: it stores only the magnitudes, so the fp16
+// centroids must be symmetric (c[15 - k] = -c[k], c[8 ..] >= 0; the codec's are). Otherwise a
+// kAlu request runs the table decode.
+bool prefill_wgmma_alu_decodes(const float (&centroids)[16]);
 
 // Queues the attention with the Hopper kernel. Throws tq::Error when it is unavailable or does
 // not handle `a`. The caller (prefill_attention) has validated lengths and positions.

@@ -95,9 +95,11 @@ float half_bits(uint16_t b) {
 
 // TurboQuant 4-bit K/V: random codes and fp16 scales (NaN scales, random codes past L), decoded
 // on the CPU as centroid[code] * scale with the codec's centroids.
-// random_codebook: 16 random centroids (unsorted, asymmetric, both signs) in place of the
-// codec's, for K and V alike: the decode must not lean on the codebook's shape.
-void check_tq(Backend& be, const WgCase& c, bool random_codebook = false) {
+// Codebook: the codec's; kRandom: 16 random centroids (unsorted, asymmetric, both signs) for K
+// and V alike, which the ALU decode (magnitudes only) must refuse and leave to the table decode;
+// kRandomSymmetric: 8 random magnitudes (unsorted) mirrored, which it takes.
+enum class Codebook { kCodec, kRandom, kRandomSymmetric };
+void check_tq(Backend& be, const WgCase& c, Codebook book = Codebook::kCodec) {
   constexpr int d = 128;
   quant::TqFormat f;
   f.head_dim = d;
@@ -105,12 +107,15 @@ void check_tq(Backend& be, const WgCase& c, bool random_codebook = false) {
   f.value_seed = rng()();
   quant::VectorCodec kcodec(f.key_config()), vcodec(f.value_config());
   cuda::TqCodecDev kc = cuda::make_tq_codec_dev(kcodec), vc = cuda::make_tq_codec_dev(vcodec);
-  if (random_codebook) {
-    const auto x = randn(16, 0.15f);
+  if (book != Codebook::kCodec) {
+    auto x = randn(16, 0.15f);
+    if (book == Codebook::kRandomSymmetric)
+      for (int j = 0; j < 8; ++j) x[size_t(8 + j)] = std::fabs(x[size_t(8 + j)]), x[size_t(7 - j)] = -x[size_t(8 + j)];
     std::copy(x.begin(), x.end(), kc.centroids);
     std::copy(x.begin(), x.end(), vc.centroids);
   }
   ASSERT_TRUE(std::equal(kc.centroids, kc.centroids + 16, vc.centroids));
+  EXPECT_EQ(cuda::prefill_wgmma_alu_decodes(kc.centroids), book != Codebook::kRandom);
   double ms = 0;
   for (float x : kc.centroids) ms += double(x) * x / 16;
   const int64_t stride = c.L + 23;
@@ -228,7 +233,8 @@ TEST(CudaPrefillWgmma, TurboQuantMatchesCpuDecodedReference) {
   check_tq(*be, {4, 1, 1, 1});                   // one query, one key
   check_tq(*be, {4, 2, 129, 0, 0, 0, false});    // no keys at all
   check_tq(*be, {4, 2, 131, 259, 128});          // causal, partial last tiles
-  check_tq(*be, {8, 2, 600, 777}, true);         // random codebook
+  check_tq(*be, {8, 2, 600, 777}, Codebook::kRandom);
+  check_tq(*be, {8, 2, 600, 777}, Codebook::kRandomSymmetric);
 }
 
 }  // namespace
