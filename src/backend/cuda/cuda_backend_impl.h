@@ -44,6 +44,7 @@ class CudaBackend final : public Backend {
     if (!cuda_available()) fail("no CUDA device is available");
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&order_ev_, cudaEventDisableTiming));
     CUBLAS_CHECK(cublasLtCreate(&lt_));
     CUDA_CHECK(cudaMalloc(&lt_ws_, kLtWorkspace));
     info_ = cuda::device_info(device);
@@ -64,22 +65,14 @@ class CudaBackend final : public Backend {
     if (ids_event_) cudaEventDestroy(ids_event_);
     cudaFree(lt_ws_);
     cublasLtDestroy(lt_);
+    cudaEventDestroy(order_ev_);
     cudaStreamDestroy(stream_);
   }
   const char* name() const override { return "cuda"; }
 
-  void* alloc(size_t bytes) override {
-    void* p = nullptr;
-    CUDA_CHECK(cudaMalloc(&p, bytes));
-    allocated_ += bytes;
-    return p;
-  }
-  void release(void* p, size_t bytes) override {
-    // The buffer may still be read by queued work: let the stream drain first.
-    cudaStreamSynchronize(stream_);
-    cudaFree(p);
-    allocated_ -= bytes;
-  }
+  // Stream-ordered (cuda_backend.cpp): neither waits for the GPU.
+  void* alloc(size_t bytes) override;
+  void release(void* p, size_t bytes) override;
   void upload(void* dst, const void* src, size_t bytes) override {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));  // src is pageable host memory the caller owns
@@ -91,7 +84,7 @@ class CudaBackend final : public Backend {
   void copy(void* dst, const void* src, size_t bytes) override;
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }  // memmove (cuda_backend.cpp)
   size_t allocated_bytes() const override { return allocated_.load(); }
-  MemoryCapacity memory_capacity() const override { return cuda_memory_capacity(device_); }
+  MemoryCapacity memory_capacity() const override;
 
   Weight load_weight(DType src, const void* host, int64_t rows, int64_t cols) override {
     const size_t n = size_t(rows * cols);
@@ -278,6 +271,10 @@ class CudaBackend final : public Backend {
   void* lt_ws_ = nullptr;
   cuda::DeviceInfo info_;
   std::atomic<size_t> allocated_{0};
+  // alloc / release: orders the legacy default stream (tests and benches launch there) with
+  // stream_ around stream-ordered allocations; order_mu_ guards the event's record-wait pairs.
+  cudaEvent_t order_ev_ = nullptr;
+  std::mutex order_mu_;
   std::map<std::tuple<int64_t, int64_t, int64_t>, GemmPlan> plans_;
   void* act_bf16_ = nullptr;
   size_t act_cap_ = 0;
