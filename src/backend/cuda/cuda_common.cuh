@@ -134,6 +134,55 @@ __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t a) {
   asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
   return d;
 }
+// Online softmax of a decode warp's scores with the tokens as the MMA rows and the heads as its
+// columns (decode_attention.cu, tq128_kernel.cuh): lane (gid, tig) holds heads a = 2 tig and
+// b = 2 tig + 1 of its rows; the running maxima and this lane's part of the sums of both.
+struct ColumnSoftmax {
+  float m_a = -INFINITY, l_a = 0.0f, m_b = -INFINITY, l_b = 0.0f;
+  // One step over NM tiles s[t] = {(row ra, head a), (ra, b), (rb = ra + 8, a), (rb, b)}: the
+  // maxima move, the sums take exp2(s - max), and pb gets the PV B operands (P^T by movmatrix)
+  // packed by pack(p_a, p_b, the row's V scale). Returns the factors (a, b) that rescale the
+  // accumulators' columns (1 when a maximum did not move).
+  template <int NM, class Exp2, class Pack>
+  __device__ __forceinline__ float2 step(const float (&s)[NM][4], const float2 (&vsc)[NM],
+                                         uint32_t (&pb)[2 * NM], Exp2 ex, Pack pack) {
+    float mxa = -INFINITY, mxb = -INFINITY;
+#pragma unroll
+    for (int t = 0; t < NM; ++t)
+      mxa = fmaxf(mxa, fmaxf(s[t][0], s[t][2])), mxb = fmaxf(mxb, fmaxf(s[t][1], s[t][3]));
+    float mua, mub;
+    const float mna = column_max8(mxa, m_a, mua), mnb = column_max8(mxb, m_b, mub);
+    const float ca = ex(m_a - mua), cb = ex(m_b - mub);
+    float psa = 0.0f, psb = 0.0f;
+#pragma unroll
+    for (int t = 0; t < NM; ++t) {
+      const float p0 = ex(s[t][0] - mua), p1 = ex(s[t][1] - mub);
+      const float p2 = ex(s[t][2] - mua), p3 = ex(s[t][3] - mub);
+      psa += p0 + p2;
+      psb += p1 + p3;
+      pb[2 * t] = movmatrix_trans(pack(p0, p1, vsc[t].x));
+      pb[2 * t + 1] = movmatrix_trans(pack(p2, p3, vsc[t].y));
+    }
+    l_a = l_a * ca + psa;
+    l_b = l_b * cb + psb;
+    m_a = mna;
+    m_b = mnb;
+    return make_float2(ca, cb);
+  }
+  // After the last step: the sums over the 8 lanes of a tig (their rows), and the lanes with
+  // gid 0 store (m, l) of heads 2 tig, 2 tig + 1 at wm / wl [row0 + 2 tig ..].
+  __device__ __forceinline__ void store(float* wm, float* wl, int row0, int gid, int tig) {
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1) {
+      l_a += __shfl_xor_sync(0xffffffffu, l_a, o);
+      l_b += __shfl_xor_sync(0xffffffffu, l_b, o);
+    }
+    if (gid == 0) {
+      wm[row0 + 2 * tig] = m_a, wm[row0 + 2 * tig + 1] = m_b;
+      wl[row0 + 2 * tig] = l_a, wl[row0 + 2 * tig + 1] = l_b;
+    }
+  }
+};
 // 2^x by the MUFU unit (ex2.approx.ftz): 2^-inf = 0, about 2 ulp; softmax numerators.
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;

@@ -145,8 +145,7 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) decode_kernel(co
   const uint16_t* vsb = TQ ? sq.vs + base : nullptr;
   const uint32_t* my_lut = lut + lane;
 
-  // Running max and (this lane's part of the) sum of heads 2 tig (m_run, l_run) and 2 tig + 1.
-  float m_run = kNegInf, l_run = 0.0f, m_run_b = kNegInf, l_run_b = 0.0f;
+  ColumnSoftmax sm;  // heads 2 tig and 2 tig + 1
   float acc[S::KC][4];
 #pragma unroll
   for (int m = 0; m < S::KC; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
@@ -227,30 +226,14 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) decode_kernel(co
       s[t][2] = tb8 < L ? s[t][2] * kb : kNegInf;
       s[t][3] = tb8 < L ? s[t][3] * kb : kNegInf;
     }
-    float mxa = kNegInf, mxb = kNegInf;
-#pragma unroll
-    for (int t = 0; t < NM; ++t)
-      mxa = fmaxf(mxa, fmaxf(s[t][0], s[t][2])), mxb = fmaxf(mxb, fmaxf(s[t][1], s[t][3]));
-    float mua, mub;
-    const float mna = column_max8(mxa, m_run, mua), mnb = column_max8(mxb, m_run_b, mub);
-    const float ca = exp2f(m_run - mua), cb = exp2f(m_run_b - mub);
-    float psa = 0.0f, psb = 0.0f;
     uint32_t pb[2 * NM];  // the PV B operands: P^T (tokens x heads), 8x8 tiles transposed
-#pragma unroll
-    for (int t = 0; t < NM; ++t) {
-      const float p0 = exp2f(s[t][0] - mua), p1 = exp2f(s[t][1] - mub);
-      const float p2 = exp2f(s[t][2] - mua), p3 = exp2f(s[t][3] - mub);
-      psa += p0 + p2;
-      psb += p1 + p3;
-      const float w0 = p0 > 0.0f ? p0 * vsc[t].x : 0.0f, w1 = p1 > 0.0f ? p1 * vsc[t].x : 0.0f;
-      const float w2 = p2 > 0.0f ? p2 * vsc[t].y : 0.0f, w3 = p3 > 0.0f ? p3 * vsc[t].y : 0.0f;
-      pb[2 * t] = movmatrix_trans(TQ ? pack_half2(w0, w1) : pack_bf162(w0, w1));
-      pb[2 * t + 1] = movmatrix_trans(TQ ? pack_half2(w2, w3) : pack_bf162(w2, w3));
-    }
-    l_run = l_run * ca + psa;
-    l_run_b = l_run_b * cb + psb;
-    m_run = mna;
-    m_run_b = mnb;
+    const float2 c = sm.step(
+        s, vsc, pb, [](float x) { return exp2f(x); },
+        [](float pa, float pb_, float v) {  // (0 x a stale scale past the end: 0)
+          const float wa = pa > 0.0f ? pa * v : 0.0f, wb = pb_ > 0.0f ? pb_ * v : 0.0f;
+          return TQ ? pack_half2(wa, wb) : pack_bf162(wa, wb);
+        });
+    const float ca = c.x, cb = c.y;
 #pragma unroll
     for (int m = 0; m < S::KC; ++m) {
       acc[m][0] *= ca, acc[m][1] *= cb, acc[m][2] *= ca, acc[m][3] *= cb;
@@ -280,14 +263,7 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) decode_kernel(co
     cur = nxt;
   }
 
-  for (int o = 4; o < 32; o <<= 1) {  // the 8 lanes of a tig: sums over their tokens
-    l_run += __shfl_xor_sync(0xffffffffu, l_run, o);
-    l_run_b += __shfl_xor_sync(0xffffffffu, l_run_b, o);
-  }
-  if (gid == 0) {
-    wm[warp * 8 + 2 * tig] = m_run, wm[warp * 8 + 2 * tig + 1] = m_run_b;
-    wl[warp * 8 + 2 * tig] = l_run, wl[warp * 8 + 2 * tig + 1] = l_run_b;
-  }
+  sm.store(wm, wl, warp * 8, gid, tig);
 #pragma unroll
   for (int m = 0; m < S::KC; ++m) {
     const int j = (D / 16) * gid + m;

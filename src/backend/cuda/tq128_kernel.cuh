@@ -192,8 +192,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
   }
   __syncthreads();
 
-  // Running max and (this lane's part of the) sum of heads 2 tig (m_run, l_run) and 2 tig + 1.
-  float m_run = kNegInf, l_run = 0.0f, m_run_b = kNegInf, l_run_b = 0.0f;
+  ColumnSoftmax sm;  // heads 2 tig and 2 tig + 1
   float acc[8][4];
 #pragma unroll
   for (int m = 0; m < 8; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
@@ -273,29 +272,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
           if (rb >= lim) s[t][2] = s[t][3] = kNegInf, vsc[t].y = 0.0f;
         }
       }
-      // Running maxima of heads 2 tig (a) and 2 tig + 1 (b), the same in the 8 lanes of a tig.
-      float mxa = kNegInf, mxb = kNegInf;
-#pragma unroll
-      for (int t = 0; t < NM; ++t)
-        mxa = fmaxf(mxa, fmaxf(s[t][0], s[t][2])), mxb = fmaxf(mxb, fmaxf(s[t][1], s[t][3]));
-      float mua, mub;
-      const float mna = column_max8(mxa, m_run, mua), mnb = column_max8(mxb, m_run_b, mub);
-      const float ca = fast_exp2(m_run - mua), cb = fast_exp2(m_run_b - mub);
-      float psa = 0.0f, psb = 0.0f;
       uint32_t pb[2 * NM];  // the PV B operands: P^T (tokens x heads), by transposing 8x8 tiles
-#pragma unroll
-      for (int t = 0; t < NM; ++t) {
-        const float p0 = fast_exp2(s[t][0] - mua), p1 = fast_exp2(s[t][1] - mub);
-        const float p2 = fast_exp2(s[t][2] - mua), p3 = fast_exp2(s[t][3] - mub);
-        psa += p0 + p2;
-        psb += p1 + p3;
-        pb[2 * t] = movmatrix_trans(pack_half2(p0 * vsc[t].x, p1 * vsc[t].x));
-        pb[2 * t + 1] = movmatrix_trans(pack_half2(p2 * vsc[t].y, p3 * vsc[t].y));
-      }
-      l_run = l_run * ca + psa;
-      l_run_b = l_run_b * cb + psb;
-      m_run = mna;
-      m_run_b = mnb;
+      const float2 c = sm.step(
+          s, vsc, pb, [](float x) { return fast_exp2(x); },
+          [](float pa, float pb_, float v) { return pack_half2(pa * v, pb_ * v); });
+      const float ca = c.x, cb = c.y;
       if (__any_sync(0xffffffffu, ca != 1.0f || cb != 1.0f)) {  // only when a running max moved
 #pragma unroll
         for (int m = 0; m < 8; ++m)
@@ -376,15 +357,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) tq128_kernel(const TqP
                 "the short form's tail partials fit");
   static_assert(kPart * 4 <= kLutBytes, "the codes' partials fit in the table's bytes");
   {
-#pragma unroll
-    for (int o = 4; o < 32; o <<= 1) {  // the 8 lanes of a tig: sums over their tokens
-      l_run += __shfl_xor_sync(0xffffffffu, l_run, o);
-      l_run_b += __shfl_xor_sync(0xffffffffu, l_run_b, o);
-    }
-    if (gid == 0) {
-      wm[warp * 8 + 2 * tig] = m_run, wm[warp * 8 + 2 * tig + 1] = m_run_b;
-      wl[warp * 8 + 2 * tig] = l_run, wl[warp * 8 + 2 * tig + 1] = l_run_b;
-    }
+    sm.store(wm, wl, warp * 8, gid, tig);
     float* w0 = wacc + (warp * 8 + 2 * tig) * D;
     float* w1 = w0 + D;
 #pragma unroll
