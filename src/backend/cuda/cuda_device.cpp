@@ -178,4 +178,12 @@ TqCodecDev make_tq_codec_dev(const quant::VectorCodec& codec) {
   return d;
 }
 
+void shared_centroids(const TqCodecDev& k, const TqCodecDev& v, float (&out)[16]) {
+  for (int i = 0; i < 16; ++i) {
+    if (k.centroids[i] != v.centroids[i])
+      raise("decode_attention: K and V codebooks differ (widths or head_dim)");
+    out[i] = k.centroids[i];
+  }
+}
+
 }  // namespace tq::cuda

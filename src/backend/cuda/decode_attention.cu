@@ -402,11 +402,7 @@ void launch(const DecodeAttnArgs& a, const AttnPlan& plan, cudaStream_t st) {
   mp.n_head = a.n_head;
   mp.seqs = a.seqs;
   if constexpr (TQ) {
-    for (int i = 0; i < 16; ++i) {
-      if (a.k_codec->centroids[i] != a.v_codec->centroids[i])
-        raise("decode_attention: K and V codebooks differ (widths or head_dim)");
-      p.cent[i] = a.k_codec->centroids[i];
-    }
+    shared_centroids(*a.k_codec, *a.v_codec, p.cent);
     for (int i = 0; i < 8; ++i) {
       p.ksign_in[i] = a.k_codec->sign_in[i];
       p.ksign_out[i] = a.k_codec->sign_out[i];

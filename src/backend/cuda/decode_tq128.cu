@@ -159,11 +159,7 @@ void decode_attention_tq128(const DecodeAttnArgs& a, const AttnPlan& plan, void*
   static const bool want_stamps = env_int("TQ_DECODE_STAMPS", 0) != 0;
   p.stamps = want_stamps ? stamp_buffer(size_t(p.n_total) * a.n_head_kv * plan.n_sub * a.batch)
                          : nullptr;
-  for (int i = 0; i < 16; ++i) {
-    if (a.k_codec->centroids[i] != a.v_codec->centroids[i])
-      raise("decode_attention: K and V codebooks differ (widths or head_dim)");
-    p.cent[i] = a.k_codec->centroids[i];
-  }
+  shared_centroids(*a.k_codec, *a.v_codec, p.cent);
   for (int i = 0; i < 8; ++i) {
     p.ksign_in[i] = a.k_codec->sign_in[i];
     p.ksign_out[i] = a.k_codec->sign_out[i];

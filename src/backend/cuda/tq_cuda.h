@@ -28,6 +28,9 @@ struct TqCodecDev {
 // Throws tq::Error when the codec is not one the device kernels support (4-bit, Hadamard,
 // fp16 scale, head_dim 64/128/256).
 TqCodecDev make_tq_codec_dev(const quant::VectorCodec& codec);
+// The decode kernels read K and V through one centroid table: copies it to `out`, or raises
+// when the two codecs' centroids differ.
+void shared_centroids(const TqCodecDev& k, const TqCodecDev& v, float (&out)[16]);
 
 // Device layout of a TurboQuant cache (structure of arrays, 16-byte aligned rows): for sequence
 // b, kv head h, token t, index i = b * seq_stride + h * head_stride + t (in tokens):
