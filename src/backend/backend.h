@@ -196,6 +196,11 @@ class Backend {
   virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
   // Device-to-device copy with memmove semantics (the ranges may overlap).
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  // n_rows copies of row_bytes each, row r from src + r * src_pitch to dst + r * dst_pitch
+  // (pitches in bytes; the ranges must not overlap). The default copies row by row; a device
+  // backend does it in one call (a cache's per-head window rows: one call, not one per head).
+  virtual void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+                         size_t row_bytes, size_t n_rows);
   // Waits until all queued work has finished (a device backend queues asynchronously; the CPU
   // backend runs each op to completion). For timing a phase, not for correctness.
   virtual void synchronize() {}

@@ -1,8 +1,15 @@
-// Backend's fused engine-path ops, composed from the basic ops (backends without their own
-// versions, e.g. the CPU backend, get exactly the results of the separate calls).
+// Backend's fused engine-path ops (and the strided copy), composed from the basic ops (backends
+// without their own versions, e.g. the CPU backend, get exactly the results of the separate calls).
 #include "backend/backend.h"
 
 namespace tq {
+
+void Backend::copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+                        size_t row_bytes, size_t n_rows) {
+  for (size_t r = 0; r < n_rows && row_bytes > 0; ++r)
+    copy(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch,
+         row_bytes);
+}
 
 void Backend::norm_linear(const float* x, int64_t T, const Weight& norm, float eps, float* h,
                           std::span<const Weight* const> w, std::span<float* const> out,

@@ -92,10 +92,9 @@ void DeviceCompressedCache::ensure_window(int64_t rows) {
   const size_t held_bytes = size_t(held_ * d) * sizeof(float);
   if (rows <= tail_cap_ && start_ >= held_) {
     // Back to row 0; [start, start + held) and [0, held) are disjoint.
-    for (int64_t h = 0; h < hk && held_ > 0; ++h) {
-      be_->copy(tk_.f32() + h * tail_cap_ * d, tk_.f32() + (h * tail_cap_ + start_) * d, held_bytes);
-      be_->copy(tv_.f32() + h * tail_cap_ * d, tv_.f32() + (h * tail_cap_ + start_) * d, held_bytes);
-    }
+    const size_t pitch = size_t(tail_cap_ * d) * sizeof(float);
+    be_->copy_rows(tk_.f32(), pitch, tk_.f32() + start_ * d, pitch, held_bytes, size_t(hk));
+    be_->copy_rows(tv_.f32(), pitch, tv_.f32() + start_ * d, pitch, held_bytes, size_t(hk));
     start_ = 0;
     return;
   }
@@ -107,10 +106,9 @@ void DeviceCompressedCache::rehome_window(int64_t cap) {
   const size_t held_bytes = size_t(held_ * d) * sizeof(float);
   DeviceBuffer nk(be_, size_t(hk * cap * d) * sizeof(float));
   DeviceBuffer nv(be_, nk.bytes());
-  for (int64_t h = 0; h < hk && held_ > 0; ++h) {
-    be_->copy(nk.f32() + h * cap * d, tk_.f32() + (h * tail_cap_ + start_) * d, held_bytes);
-    be_->copy(nv.f32() + h * cap * d, tv_.f32() + (h * tail_cap_ + start_) * d, held_bytes);
-  }
+  const size_t pitch = size_t(cap * d) * sizeof(float), old_pitch = size_t(tail_cap_ * d) * sizeof(float);
+  be_->copy_rows(nk.f32(), pitch, tk_.f32() + start_ * d, old_pitch, held_bytes, size_t(hk));
+  be_->copy_rows(nv.f32(), pitch, tv_.f32() + start_ * d, old_pitch, held_bytes, size_t(hk));
   tk_ = std::move(nk);
   tv_ = std::move(nv);
   tail_cap_ = cap;

@@ -63,6 +63,15 @@ void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
   CUDA_CHECK(cudaMemcpyAsync(dst, copy_tmp_, bytes, cudaMemcpyDeviceToDevice, stream_));
 }
 
+// One 2D copy (was one call a row: a compressed layer's window moved as 8 heads x K, V = 16
+// copies, ~42 us of GPU idle per layer and prefill chunk on the H200).
+void CudaBackend::copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+                            size_t row_bytes, size_t n_rows) {
+  if (row_bytes == 0 || n_rows == 0) return;
+  CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, n_rows,
+                               cudaMemcpyDeviceToDevice, stream_));
+}
+
 void CudaBackend::embedding(std::span<const int32_t> ids, const Weight& table, float* out) {
   TQ_CHECK(table.dtype == DType::BF16);
   const int64_t T = int64_t(ids.size());

@@ -82,6 +82,8 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   void copy(void* dst, const void* src, size_t bytes) override;
+  void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t row_bytes,
+                 size_t n_rows) override;
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }  // memmove (cuda_backend.cpp)
   size_t allocated_bytes() const override { return allocated_.load(); }
   MemoryCapacity memory_capacity() const override;

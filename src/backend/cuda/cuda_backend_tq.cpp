@@ -137,7 +137,7 @@ void CudaBackend::tq_decode(const TqAttentionArgs& a, const cuda::TqCodecDev& kc
 
 // Prefill chunk: q rotated by R_k once; flash attention over the records (TurboQuant codes, in
 // the rotated domain) and over a bf16 copy of the exact rows (causal, positions n_rec ..), each
-// with its log-sum-exp; the two merged; the result rotated back by R_v^T.
+// with its log-sum-exp; the two merged and rotated back by R_v^T in one pass.
 void CudaBackend::tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& kc,
                              const cuda::TqCodecDev& vc) {
   const TqStore& st = a.store;
@@ -198,8 +198,7 @@ void CudaBackend::tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& k
     e.k_pos0 = a.n_rec;
     e.causal = true;
     cuda::prefill_attention(e, stream_);
-    if (res)
-      cuda::merge_attention(out_a, lse_a, out_b, lse_b, rows, int(D), stream_);
+    if (res) return cuda::tq_merge_rotate(out_a, lse_a, out_b, lse_b, a.out, rows, vc, stream_);
     res = out_a;
   }
   cuda::tq_rotate(res, a.out, rows, vc, true, stream_);

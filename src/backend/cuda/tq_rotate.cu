@@ -1,7 +1,10 @@
 // TurboQuant helper kernels of the device compressed caches: query / output rotations (one warp
-// per row, tq_hadamard.cuh), exact-window rows to bf16, and the decode kernel's length words.
+// per row, tq_hadamard.cuh), the prefill's merge of two attention parts with the output
+// rotation, and exact-window rows to bf16.
 #include <algorithm>
+#include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/tq_hadamard.cuh"
@@ -10,7 +13,40 @@
 namespace tq::cuda {
 namespace {
 
-template <int D>
+// A lane's PER floats of a row, as float4s (float2s at D = 64) when kVec (16-byte aligned rows,
+// 8-byte at D = 64), else one by one (session 13: the scalar form streamed ~0.8 TB/s on the H200,
+// 40 us a 4K-row chunk of 32 heads).
+template <int PER, bool kVec>
+__device__ __forceinline__ void load_lane(const float* src, float (&v)[PER]) {
+  constexpr int W = PER % 4 == 0 ? 4 : 2;
+#pragma unroll
+  for (int i = 0; i < PER; i += kVec ? W : 1) {
+    if constexpr (kVec && W == 4) {
+      const float4 a = reinterpret_cast<const float4*>(src)[i / 4];
+      v[i] = a.x, v[i + 1] = a.y, v[i + 2] = a.z, v[i + 3] = a.w;
+    } else if constexpr (kVec) {
+      const float2 a = reinterpret_cast<const float2*>(src)[i / 2];
+      v[i] = a.x, v[i + 1] = a.y;
+    } else {
+      v[i] = src[i];
+    }
+  }
+}
+template <int PER, bool kVec>
+__device__ __forceinline__ void store_lane(float* dst, const float (&v)[PER]) {
+  constexpr int W = PER % 4 == 0 ? 4 : 2;
+#pragma unroll
+  for (int i = 0; i < PER; i += kVec ? W : 1) {
+    if constexpr (kVec && W == 4)
+      reinterpret_cast<float4*>(dst)[i / 4] = make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
+    else if constexpr (kVec)
+      reinterpret_cast<float2*>(dst)[i / 2] = make_float2(v[i], v[i + 1]);
+    else
+      dst[i] = v[i];
+  }
+}
+
+template <int D, bool kVec>
 __global__ void __launch_bounds__(256) rotate_kernel(const float* x, float* y, int64_t n_rows,
                                                      const TqCodecDev c, bool inverse) {
   constexpr int PER = D / 32;
@@ -18,16 +54,58 @@ __global__ void __launch_bounds__(256) rotate_kernel(const float* x, float* y, i
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
   if (row >= n_rows) return;
   float v[PER];
-  const float* src = x + row * D + lane * PER;
-#pragma unroll
-  for (int i = 0; i < PER; ++i) v[i] = src[i];
+  load_lane<PER, kVec>(x + row * D + lane * PER, v);
   if (inverse)
     warp_rotate<PER>(v, lane, c.sign_out, c.sign_in);
   else
     warp_rotate<PER>(v, lane, c.sign_in, c.sign_out);
-  float* dst = y + row * D + lane * PER;
+  store_lane<PER, kVec>(y + row * D + lane * PER, v);
+}
+
+// y[r] = R^T merge(a[r], b[r]): merge_attention's weights and sums (prefill_attention.cu), then
+// the inverse rotation, in one pass (was two kernels and a round trip of the merged rows).
+template <int D, bool kVec>
+__global__ void __launch_bounds__(256) merge_rotate_kernel(const float* a, const float* lse_a,
+                                                           const float* b, const float* lse_b,
+                                                           float* y, int64_t n_rows,
+                                                           const TqCodecDev c) {
+  constexpr int PER = D / 32;
+  const int lane = threadIdx.x & 31;
+  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
+  if (row >= n_rows) return;
+  float va[PER], vb[PER], v[PER];
+  const float la = lse_a[row], lb = lse_b[row];
+  load_lane<PER, kVec>(a + row * D + lane * PER, va);  // (loaded before the weights are known)
+  load_lane<PER, kVec>(b + row * D + lane * PER, vb);
+  const float m = fmaxf(la, lb);
+  float wa = 0.0f, wb = 0.0f;
+  if (m != -INFINITY) wa = expf(la - m), wb = expf(lb - m);
+  const float inv = wa + wb > 0.0f ? 1.0f / (wa + wb) : 0.0f;
 #pragma unroll
-  for (int i = 0; i < PER; ++i) dst[i] = v[i];
+  for (int i = 0; i < PER; ++i) {  // an empty side's output is never used (0 * NaN)
+    const float x = wa > 0.0f ? va[i] : 0.0f, z = wb > 0.0f ? vb[i] : 0.0f;
+    v[i] = (wa * x + wb * z) * inv;
+  }
+  warp_rotate<PER>(v, lane, c.sign_out, c.sign_in);
+  store_lane<PER, kVec>(y + row * D + lane * PER, v);
+}
+
+// 16-byte aligned pointers (8-byte at D = 64) take the vector forms.
+template <typename... P>
+bool rows_aligned(int d, const P*... p) {
+  const uintptr_t bits = (reinterpret_cast<uintptr_t>(p) | ...);
+  return bits % (d == 64 ? 8 : 16) == 0;
+}
+
+// Runs go(std::integral_constant<int, D>{}) for the codec's head dim.
+template <typename Go>
+void by_head_dim(int head_dim, const char* what, Go&& go) {
+  switch (head_dim) {
+    case 64: go(std::integral_constant<int, 64>{}); break;
+    case 128: go(std::integral_constant<int, 128>{}); break;
+    case 256: go(std::integral_constant<int, 256>{}); break;
+    default: raise(std::string(what) + ": head_dim " + std::to_string(head_dim) + " is not supported");
+  }
 }
 
 __global__ void rows_to_bf16_kernel(const float* src, int64_t src_hs, uint16_t* dst,
@@ -41,6 +119,19 @@ __global__ void rows_to_bf16_kernel(const float* src, int64_t src_hs, uint16_t* 
   }
 }
 
+// The same for 16-byte aligned rows (8-byte bf16 ones): head blockIdx.y, 4 floats a thread, no
+// 64-bit division per element (the scalar form: ~21 us a 4K-row window of 8 heads on the H200).
+__global__ void rows_to_bf16_vec_kernel(const float4* src, int64_t src_hs4, uint2* dst,
+                                        int64_t dst_hs4, int per_head4) {
+  const float4* s = src + blockIdx.y * src_hs4;
+  uint2* o = dst + blockIdx.y * dst_hs4;
+  for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < per_head4; i += gridDim.x * blockDim.x) {
+    const float4 v = s[i];
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+    o[i] = make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+  }
+}
+
 }  // namespace
 
 void tq_rotate(const float* x, float* y, int64_t n_rows, const TqCodecDev& codec, bool inverse,
@@ -49,13 +140,32 @@ void tq_rotate(const float* x, float* y, int64_t n_rows, const TqCodecDev& codec
   const int per_block = 8;
   const unsigned grid = unsigned((n_rows + per_block - 1) / per_block);
   cudaStream_t st = as_stream(stream);
-  switch (codec.head_dim) {
-    case 64: rotate_kernel<64><<<grid, 32 * per_block, 0, st>>>(x, y, n_rows, codec, inverse); break;
-    case 128: rotate_kernel<128><<<grid, 32 * per_block, 0, st>>>(x, y, n_rows, codec, inverse); break;
-    case 256: rotate_kernel<256><<<grid, 32 * per_block, 0, st>>>(x, y, n_rows, codec, inverse); break;
-    default: raise("tq_rotate: head_dim " + std::to_string(codec.head_dim) + " is not supported");
-  }
+  const bool vec = rows_aligned(codec.head_dim, x, y);
+  by_head_dim(codec.head_dim, "tq_rotate", [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    if (vec)
+      rotate_kernel<D, true><<<grid, 32 * per_block, 0, st>>>(x, y, n_rows, codec, inverse);
+    else
+      rotate_kernel<D, false><<<grid, 32 * per_block, 0, st>>>(x, y, n_rows, codec, inverse);
+  });
   check_last_launch("tq_rotate");
+}
+
+void tq_merge_rotate(const float* a, const float* lse_a, const float* b, const float* lse_b,
+                     float* y, int64_t n_rows, const TqCodecDev& codec, void* stream) {
+  if (n_rows <= 0) return;
+  const int per_block = 8;
+  const unsigned grid = unsigned((n_rows + per_block - 1) / per_block);
+  cudaStream_t st = as_stream(stream);
+  const bool vec = rows_aligned(codec.head_dim, a, b, y);
+  by_head_dim(codec.head_dim, "tq_merge_rotate", [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    if (vec)
+      merge_rotate_kernel<D, true><<<grid, 32 * per_block, 0, st>>>(a, lse_a, b, lse_b, y, n_rows, codec);
+    else
+      merge_rotate_kernel<D, false><<<grid, 32 * per_block, 0, st>>>(a, lse_a, b, lse_b, y, n_rows, codec);
+  });
+  check_last_launch("tq_merge_rotate");
 }
 
 void tq_rows_to_bf16(const float* src, int64_t src_head_stride, uint16_t* dst,
@@ -63,9 +173,21 @@ void tq_rows_to_bf16(const float* src, int64_t src_head_stride, uint16_t* dst,
                      void* stream) {
   const int64_t total = int64_t(n_head) * n_rows * head_dim;
   if (total <= 0) return;
-  const int64_t blocks = std::min<int64_t>((total + 255) / 256, 65535);
-  rows_to_bf16_kernel<<<unsigned(blocks), 256, 0, as_stream(stream)>>>(
-      src, src_head_stride, dst, dst_head_stride, n_rows, head_dim, total);
+  cudaStream_t st = as_stream(stream);
+  const int64_t per_head4 = n_rows * head_dim / 4;
+  const bool vec = head_dim % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(dst) % 8 == 0 && per_head4 < (int64_t(1) << 30) &&
+                   n_head <= 65535;
+  if (vec) {
+    const unsigned bx = unsigned(std::min<int64_t>((per_head4 + 255) / 256, 1024));
+    rows_to_bf16_vec_kernel<<<dim3(bx, unsigned(n_head)), 256, 0, st>>>(
+        reinterpret_cast<const float4*>(src), src_head_stride * head_dim / 4,
+        reinterpret_cast<uint2*>(dst), dst_head_stride * head_dim / 4, int(per_head4));
+  } else {
+    const int64_t blocks = std::min<int64_t>((total + 255) / 256, 65535);
+    rows_to_bf16_kernel<<<unsigned(blocks), 256, 0, st>>>(src, src_head_stride, dst,
+                                                          dst_head_stride, n_rows, head_dim, total);
+  }
   check_last_launch("tq_rows_to_bf16");
 }
 
