@@ -25,14 +25,14 @@ __device__ __forceinline__ void warp_fwht(float (&v)[PER], int lane) {
         v[i] = __fadd_rn(a, b);
         v[i + h2] = __fsub_rn(a, b);
       }
+  // Across lanes: the lower lane of a pair keeps a + b, the upper one a - b (its own value is b,
+  // the other's a), as one fma by +-1: exact products, so fma(-1, b, a) is a - b rounded once,
+  // the same bits as the subtraction (was a shuffle, two predicated adds and a select).
 #pragma unroll
   for (int lo = 1; lo < 32; lo <<= 1) {
-    const bool upper = lane & lo;
+    const float sg = (lane & lo) ? -1.0f : 1.0f;
 #pragma unroll
-    for (int i = 0; i < PER; ++i) {
-      const float other = __shfl_xor_sync(0xffffffffu, v[i], lo);
-      v[i] = upper ? __fsub_rn(other, v[i]) : __fadd_rn(v[i], other);
-    }
+    for (int i = 0; i < PER; ++i) v[i] = __fmaf_rn(sg, v[i], __shfl_xor_sync(0xffffffffu, v[i], lo));
   }
 }
 
