@@ -1,6 +1,7 @@
 // Small TurboQuant helper kernels of the CUDA backend's compressed caches (tq_rotate.cu): the
 // randomized Hadamard rotation of query / output rows (alone, or after merging a prefill chunk's
-// two attention parts), f32 -> bf16 copies of exact-window rows. Plain C++ (host .cpp files include it); pointers are device memory.
+// two attention parts), f32 -> bf16 copies of exact-window rows. Plain C++ (host .cpp files
+// include it); pointers are device memory.
 #pragma once
 #include <cstdint>
 
