@@ -1,6 +1,6 @@
 # CUDA backend build, included from the top-level CMakeLists: tq_backend_cuda is the real CUDA
 # library when nvcc is found (TQ_CUDA, on by default then), else a stub whose cuda_available()
-# is false. Kernels build for sm_90 plus PTX (no sm_90a: nothing here uses wgmma yet).
+# is false. Kernels build for sm_90 plus PTX; the Hopper prefill kernel (wgmma) for sm_90a too.
 include(CheckLanguage)
 check_language(CUDA)
 if(CMAKE_CUDA_COMPILER)
