@@ -9,7 +9,7 @@
 import sys
 from collections import defaultdict
 
-from step_summary import read
+from step_summary import busy_us, read
 
 
 def arg(name, default):
@@ -19,10 +19,7 @@ def arg(name, default):
 def segment_stats(rows, a, b):
     """(wall_us, busy_us, {name: us}) of rows[a:b] (b may be len(rows))."""
     end = max(r[1] for r in rows[a:b])
-    t, busy = rows[a][0], 0.0
-    for s, e, _, _, _ in rows[a:b]:  # union of kernel intervals (PDL overlaps them)
-        busy += max(0.0, e - max(s, t))
-        t = max(t, e)
+    busy = busy_us(rows[a:b])
     per = defaultdict(float)
     for _, _, us, name, _ in rows[a:b]:
         per[name] += us

@@ -61,6 +61,15 @@ def read(path):
     return rows
 
 
+def busy_us(rows):
+    """GPU busy time of consecutive trace rows: the union of their kernel intervals (PDL overlaps them)."""
+    t, busy = rows[0][0], 0.0
+    for s, e, _, _, _ in rows:
+        busy += max(0.0, e - max(s, t))
+        t = max(t, e)
+    return busy
+
+
 def main():
     path = sys.argv[1]
     n_steps = int(sys.argv[sys.argv.index("--steps") + 1]) if "--steps" in sys.argv else 3
@@ -75,10 +84,7 @@ def main():
     for a, b in steps:
         if rows[a][0] is not None:
             wall += (rows[b][0] - rows[a][0]) / len(steps)
-            t = rows[a][0]
-            for s, e, _, _, _ in rows[a:b]:  # union of kernel intervals (PDL overlaps them)
-                busy += max(0.0, e - max(s, t)) / len(steps)
-                t = max(t, e)
+            busy += busy_us(rows[a:b]) / len(steps)
         for _, _, us, name, grid in rows[a:b]:
             per[(name, grid)] += us / len(steps)
             cnt[(name, grid)] += 1

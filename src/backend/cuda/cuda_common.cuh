@@ -52,6 +52,25 @@ __device__ __forceinline__ float2 unpack_half2(uint32_t u) {
   __half2 h = *reinterpret_cast<__half2*>(&u);
   return __half22float2(h);
 }
+// Weights of two partial attentions over disjoint keys, from their natural-log lse: out =
+// wa * a + wb * b with wa + wb = 1 (both 0 when neither part saw a key), as merge_attention and
+// tq_merge_rotate apply them; lse of the merged part = m + log(sum) (-inf when empty).
+struct MergeWeights {
+  float wa = 0.0f, wb = 0.0f, inv = 0.0f, m = -INFINITY;
+  __device__ float lse() const { return wa + wb > 0.0f ? m + logf(wa + wb) : -INFINITY; }
+};
+__device__ __forceinline__ MergeWeights merge_weights(float la, float lb) {
+  MergeWeights w;
+  w.m = fmaxf(la, lb);
+  if (w.m != -INFINITY) w.wa = expf(la - w.m), w.wb = expf(lb - w.m);
+  w.inv = w.wa + w.wb > 0.0f ? 1.0f / (w.wa + w.wb) : 0.0f;
+  return w;
+}
+// One merged value: an empty side's value is never used (0 * NaN).
+__device__ __forceinline__ float merge_value(const MergeWeights& w, float a, float b) {
+  return (w.wa * (w.wa > 0.0f ? a : 0.0f) + w.wb * (w.wb > 0.0f ? b : 0.0f)) * w.inv;
+}
+
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
   return __byte_perm(a, b, sel);
 }

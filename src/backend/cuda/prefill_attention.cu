@@ -383,22 +383,18 @@ __global__ void merge_kernel(float* __restrict__ out_a, float* __restrict__ lse_
                              int64_t rows, int d4) {
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (row >= rows) return;
-  const float la = lse_a[row], lb = lse_b[row];
-  const float m = fmaxf(la, lb);
-  float wa = 0.0f, wb = 0.0f;
-  if (m != -INFINITY) wa = expf(la - m), wb = expf(lb - m);
-  const float inv = wa + wb > 0.0f ? 1.0f / (wa + wb) : 0.0f;
+  const MergeWeights w = merge_weights(lse_a[row], lse_b[row]);
   float4* a = reinterpret_cast<float4*>(out_a + row * d4 * 4);
   const float4* b = reinterpret_cast<const float4*>(out_b + row * d4 * 4);
   for (int i = threadIdx.x % 32; i < d4; i += 32) {
     float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f), y = x;
-    if (wa > 0.0f) x = a[i];  // an empty side's output is never read (0 * NaN)
-    if (wb > 0.0f) y = b[i];
-    a[i] = make_float4((wa * x.x + wb * y.x) * inv, (wa * x.y + wb * y.y) * inv,
-                       (wa * x.z + wb * y.z) * inv, (wa * x.w + wb * y.w) * inv);
+    if (w.wa > 0.0f) x = a[i];  // an empty side's output is never read (NaN bytes, maybe)
+    if (w.wb > 0.0f) y = b[i];
+    a[i] = make_float4(merge_value(w, x.x, y.x), merge_value(w, x.y, y.y), merge_value(w, x.z, y.z),
+                       merge_value(w, x.w, y.w));
   }
   __syncwarp();
-  if (threadIdx.x % 32 == 0) lse_a[row] = wa + wb > 0.0f ? m + logf(wa + wb) : -INFINITY;
+  if (threadIdx.x % 32 == 0) lse_a[row] = w.lse();
 }
 
 template <int D, int BN, int MT, int kMode, int kMinBlocks>

@@ -62,8 +62,8 @@ __global__ void __launch_bounds__(256) rotate_kernel(const float* x, float* y, i
   store_lane<PER, kVec>(y + row * D + lane * PER, v);
 }
 
-// y[r] = R^T merge(a[r], b[r]): merge_attention's weights and sums (prefill_attention.cu), then
-// the inverse rotation, in one pass (was two kernels and a round trip of the merged rows).
+// y[r] = R^T merge(a[r], b[r]): merge_attention's weights and sums (merge_weights, cuda_common.cuh),
+// then the inverse rotation, in one pass (was two kernels and a round trip of the merged rows).
 template <int D, bool kVec>
 __global__ void __launch_bounds__(256) merge_rotate_kernel(const float* a, const float* lse_a,
                                                            const float* b, const float* lse_b,
@@ -77,15 +77,9 @@ __global__ void __launch_bounds__(256) merge_rotate_kernel(const float* a, const
   const float la = lse_a[row], lb = lse_b[row];
   load_lane<PER, kVec>(a + row * D + lane * PER, va);  // (loaded before the weights are known)
   load_lane<PER, kVec>(b + row * D + lane * PER, vb);
-  const float m = fmaxf(la, lb);
-  float wa = 0.0f, wb = 0.0f;
-  if (m != -INFINITY) wa = expf(la - m), wb = expf(lb - m);
-  const float inv = wa + wb > 0.0f ? 1.0f / (wa + wb) : 0.0f;
+  const MergeWeights w = merge_weights(la, lb);
 #pragma unroll
-  for (int i = 0; i < PER; ++i) {  // an empty side's output is never used (0 * NaN)
-    const float x = wa > 0.0f ? va[i] : 0.0f, z = wb > 0.0f ? vb[i] : 0.0f;
-    v[i] = (wa * x + wb * z) * inv;
-  }
+  for (int i = 0; i < PER; ++i) v[i] = merge_value(w, va[i], vb[i]);
   warp_rotate<PER>(v, lane, c.sign_out, c.sign_in);
   store_lane<PER, kVec>(y + row * D + lane * PER, v);
 }
