@@ -91,16 +91,25 @@ bool rows_aligned(int d, const P*... p) {
   return bits % (d == 64 ? 8 : 16) == 0;
 }
 
-// Runs go(std::integral_constant<int, D>{}) for the codec's head dim.
+// Runs go(std::integral_constant<int, D>{}, std::bool_constant<vec>{}) for the codec's head dim
+// and the vector form when vec.
 template <typename Go>
-void by_head_dim(int head_dim, const char* what, Go&& go) {
+void by_shape(int head_dim, bool vec, const char* what, Go&& go) {
+  auto pick = [&](auto d) {
+    if (vec)
+      go(d, std::true_type{});
+    else
+      go(d, std::false_type{});
+  };
   switch (head_dim) {
-    case 64: go(std::integral_constant<int, 64>{}); break;
-    case 128: go(std::integral_constant<int, 128>{}); break;
-    case 256: go(std::integral_constant<int, 256>{}); break;
+    case 64: pick(std::integral_constant<int, 64>{}); break;
+    case 128: pick(std::integral_constant<int, 128>{}); break;
+    case 256: pick(std::integral_constant<int, 256>{}); break;
     default: raise(std::string(what) + ": head_dim " + std::to_string(head_dim) + " is not supported");
   }
 }
+constexpr int kRowsPerBlock = 8;  // one warp a row
+unsigned row_blocks(int64_t n_rows) { return unsigned((n_rows + kRowsPerBlock - 1) / kRowsPerBlock); }
 
 __global__ void rows_to_bf16_kernel(const float* src, int64_t src_hs, uint16_t* dst,
                                     int64_t dst_hs, int64_t n_rows, int d, int64_t total) {
@@ -131,16 +140,9 @@ __global__ void rows_to_bf16_vec_kernel(const float4* src, int64_t src_hs4, uint
 void tq_rotate(const float* x, float* y, int64_t n_rows, const TqCodecDev& codec, bool inverse,
                void* stream) {
   if (n_rows <= 0) return;
-  const int per_block = 8;
-  const unsigned grid = unsigned((n_rows + per_block - 1) / per_block);
-  cudaStream_t st = as_stream(stream);
-  const bool vec = rows_aligned(codec.head_dim, x, y);
-  by_head_dim(codec.head_dim, "tq_rotate", [&](auto d) {
-    constexpr int D = decltype(d)::value;
-    if (vec)
-      rotate_kernel<D, true><<<grid, 32 * per_block, 0, st>>>(x, y, n_rows, codec, inverse);
-    else
-      rotate_kernel<D, false><<<grid, 32 * per_block, 0, st>>>(x, y, n_rows, codec, inverse);
+  by_shape(codec.head_dim, rows_aligned(codec.head_dim, x, y), "tq_rotate", [&](auto d, auto v) {
+    rotate_kernel<decltype(d)::value, decltype(v)::value>
+        <<<row_blocks(n_rows), 32 * kRowsPerBlock, 0, as_stream(stream)>>>(x, y, n_rows, codec, inverse);
   });
   check_last_launch("tq_rotate");
 }
@@ -148,16 +150,9 @@ void tq_rotate(const float* x, float* y, int64_t n_rows, const TqCodecDev& codec
 void tq_merge_rotate(const float* a, const float* lse_a, const float* b, const float* lse_b,
                      float* y, int64_t n_rows, const TqCodecDev& codec, void* stream) {
   if (n_rows <= 0) return;
-  const int per_block = 8;
-  const unsigned grid = unsigned((n_rows + per_block - 1) / per_block);
-  cudaStream_t st = as_stream(stream);
-  const bool vec = rows_aligned(codec.head_dim, a, b, y);
-  by_head_dim(codec.head_dim, "tq_merge_rotate", [&](auto d) {
-    constexpr int D = decltype(d)::value;
-    if (vec)
-      merge_rotate_kernel<D, true><<<grid, 32 * per_block, 0, st>>>(a, lse_a, b, lse_b, y, n_rows, codec);
-    else
-      merge_rotate_kernel<D, false><<<grid, 32 * per_block, 0, st>>>(a, lse_a, b, lse_b, y, n_rows, codec);
+  by_shape(codec.head_dim, rows_aligned(codec.head_dim, a, b, y), "tq_merge_rotate", [&](auto d, auto v) {
+    merge_rotate_kernel<decltype(d)::value, decltype(v)::value>
+        <<<row_blocks(n_rows), 32 * kRowsPerBlock, 0, as_stream(stream)>>>(a, lse_a, b, lse_b, y, n_rows, codec);
   });
   check_last_launch("tq_merge_rotate");
 }
