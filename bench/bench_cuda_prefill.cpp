@@ -2,11 +2,14 @@
 // heads (32 q / 8 kv, d=128), batch 1, on dense bf16 and TurboQuant 4-bit K/V, printed as TFLOP/s.
 // FLOPs (the FlashAttention convention, also applied to the SDPA baseline): causal
 // 4 * T * L / 2 * d * n_head (QK^T and PV, two flops per multiply-add, half the pairs visible).
-// Usage: bench_cuda_prefill [--csv FILE] [--tag SUFFIX] [--bf16-only] [--quick]. PyTorch SDPA is
-// measured by bench/bench_cuda_sdpa_prefill.py in the same device call and merged there.
+// Usage: bench_cuda_prefill [--csv FILE] [--tag SUFFIX] [--bf16-only] [--quick] [--records].
+// PyTorch SDPA is measured by bench/bench_cuda_sdpa_prefill.py in the same device call and
+// merged there.
 // TurboQuant rows: tq4 = H1's mma.sync kernel (TQ_PREFILL_WGMMA_TQ=0 is set here), tq4-wgmma =
 // the Hopper kernel (prefill_wgmma.h) called directly with its ALU decode, tq4-wgmma-table = the
 // same kernel with H8's shared-memory table decode (same-run baseline), when the device has it.
+// --records: also the engine's records pass after a conversion (a 4K chunk, non-causal, against
+// 28K keys: dense bf16 and each Hopper TurboQuant decode), printed only (not in the CSV).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -44,9 +47,11 @@ void run_wgmma_table(void* p, void* stream) {
 
 Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCodecDev& kc,
                   const cuda::TqCodecDev& vc, const std::string& tag,
-                  cuda::TqDecode wgmma = cuda::TqDecode::kDefault) {
+                  cuda::TqDecode wgmma = cuda::TqDecode::kDefault, int64_t L = 0,
+                  bool causal = true) {
   const int n_head = 32, n_kv = 8, d = 128;
-  const int64_t L = T, cap = (L + 63) / 64 * 64;
+  if (L == 0) L = T;
+  const int64_t cap = (L + 63) / 64 * 64;
   const bool tq = fmt == cuda::KvFormat::TurboQuant;
   const size_t kv_bytes = size_t(n_kv) * size_t(cap) * (tq ? d / 2 : d * 2);
   DeviceBuffer k(&be, kv_bytes), v(&be, kv_bytes);
@@ -75,7 +80,7 @@ Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCode
     a.k_codec = &kc, a.v_codec = &vc;
   }
   a.head_stride = cap, a.T = T, a.L = L, a.n_head = n_head, a.n_head_kv = n_kv, a.head_dim = d;
-  a.causal = true;
+  a.causal = causal;
   // kDefault: prefill_attention()'s own choice; kAlu / kTable: the Hopper kernel directly.
   void (*fn)(void*, void*) = wgmma == cuda::TqDecode::kAlu     ? run_wgmma_alu
                              : wgmma == cuda::TqDecode::kTable ? run_wgmma_table
@@ -101,7 +106,7 @@ Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCode
                                                           : "tq4";
   r.kernel = std::string(tq ? tq_name : "bf16") + tag;
   r.T = T, r.L = L, r.ms = ms;
-  r.tflops = 4.0 * double(T) * double(L) / 2.0 * d * n_head / (ms * 1e-3) / 1e12;
+  r.tflops = 4.0 * double(T) * double(L) / (causal ? 2.0 : 1.0) * d * n_head / (ms * 1e-3) / 1e12;
   return r;
 }
 
@@ -109,12 +114,13 @@ Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCode
 
 int main(int argc, char** argv) {
   std::string csv, tag;
-  bool bf16_only = false, quick = false;
+  bool bf16_only = false, quick = false, records = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
     if (!std::strcmp(argv[i], "--tag") && i + 1 < argc) tag = argv[++i];
     if (!std::strcmp(argv[i], "--bf16-only")) bf16_only = true;
     if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--records")) records = true;
   }
   if (!cuda_available()) {
     std::printf("no usable CUDA GPU (%s)\n", cuda_device_summary().c_str());
@@ -146,6 +152,17 @@ int main(int argc, char** argv) {
     one(cuda::KvFormat::TurboQuant, T, cuda::TqDecode::kDefault);
     if (wg) one(cuda::KvFormat::TurboQuant, T, cuda::TqDecode::kTable);
     if (wg) one(cuda::KvFormat::TurboQuant, T, cuda::TqDecode::kAlu);
+  }
+  if (records) {  // printed only: the SDPA table keys rows by T
+    std::printf("records pass: T=4096 queries, non-causal, L=28672 keys; flops = 4 * T * L * d * n_head\n");
+    std::vector<Row> rec;
+    rec.push_back(bench_prefill(*be, cuda::KvFormat::BF16, 4096, kc, vc, "-rec", cuda::TqDecode::kDefault, 28672, false));
+    if (wg)
+      for (cuda::TqDecode dv : {cuda::TqDecode::kTable, cuda::TqDecode::kAlu})
+        rec.push_back(bench_prefill(*be, cuda::KvFormat::TurboQuant, 4096, kc, vc, "-rec", dv, 28672, false));
+    for (const Row& r : rec)
+      std::printf("%-18s %7lld %7lld %10.3f %9.1f  (%.3fx bf16)\n", r.kernel.c_str(), (long long)r.T,
+                  (long long)r.L, r.ms, r.tflops, rec[0].ms / r.ms);
   }
   if (!csv.empty()) {
     FILE* out = std::fopen(csv.c_str(), "w");

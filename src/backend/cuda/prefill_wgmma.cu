@@ -1,7 +1,8 @@
 // Hopper (sm_90a) prefill attention for dense bf16 or TurboQuant 4-bit K/V at head_dim 128
 // (prefill_wgmma.h): warp-specialized blocks of 128 query rows: one producer warpgroup fills
 // 128-key K/V tiles in 128B-swizzled shared memory (bf16: cp.async, 3 stages; TurboQuant: code
-// tiles and fp16 scales by cp.async into staging, decoded to fp16 tiles, 2 stages; mbarriers),
+// tiles and fp16 scales by cp.async into staging, decoded to fp16 tiles, 2 stages, the ALU decode
+// by two producer warpgroups of 64 keys a tile each; mbarriers),
 // two consumer warpgroups (64 rows each) compute S = Q K^T with wgmma from shared memory, the
 // online softmax in registers (exp2), and O += P V with P as the register A operand.
 #include <cmath>
@@ -26,12 +27,15 @@ constexpr bool kTqAluDefault = true;
 #ifndef TQ_WG_SPLIT_KV
 #define TQ_WG_SPLIT_KV 0  // ALU decode: 1 = publish a stage's K before decoding its V
 #endif
+#ifndef TQ_WG_ALU_PRODUCERS
+#define TQ_WG_ALU_PRODUCERS 2  // producer warpgroups of the ALU decode (1 or 2)
+#endif
 #ifndef TQ_WG_PROD_REGS
-#define TQ_WG_PROD_REGS 56  // registers of the ALU-decode producer (consumers get the rest)
+// Registers of an ALU-decode producer thread (the consumers get the rest).
+#define TQ_WG_PROD_REGS (TQ_WG_ALU_PRODUCERS == 2 ? 48 : 56)
 #endif
 
 constexpr int kD = 128, kBM = 128, kBN = 128;
-constexpr int kThreads = 384;                 // producer warpgroup + 2 consumer warpgroups
 constexpr int kTileBytes = kBN * kD * 2;      // one K or V tile (16-bit values)
 constexpr int kQBytes = kBM * kD * 2;
 constexpr float kLog2e = 1.4426950408889634f;
@@ -54,12 +58,20 @@ struct WgCfg {
   static constexpr int kLutOff = kRawOff + (kTq ? 2 * kRawStage : 0);  // table or ALU planes
   static constexpr int kBarOff = kLutOff + (kMode == kTqTable ? 256 * 32 * 4 : kMode == kTqAlu ? 32 : 0);
   static constexpr int kSmemBytes = kBarOff + 64 + 1024;  // + barriers + alignment slack
-  // setmaxnreg split of the 168 registers a thread is built with: producer + 2 consumers = 3 x 168.
+  // Producer warpgroups (the ALU decode: 2 by default, each decoding half of every tile's keys),
+  // then 2 consumer warpgroups.
+  static constexpr int kProdWgs = kMode == kTqAlu ? TQ_WG_ALU_PRODUCERS : 1;
+  static constexpr int kThreads = 128 * (kProdWgs + 2);
+  // setmaxnreg split of the registers a thread is built with (kBase: 65536 / kThreads, a
+  // multiple of 8): producers + 2 consumers = (kProdWgs + 2) x kBase.
+  static constexpr int kBase = 65536 / kThreads / 8 * 8;
   static constexpr int kProdRegs = kMode == kDense ? 40 : kMode == kTqTable ? 56 : TQ_WG_PROD_REGS;
-  static constexpr int kConsRegs = (3 * 168 - kProdRegs) / 2;
+  static constexpr int kConsRegs = ((kProdWgs + 2) * kBase - kProdWgs * kProdRegs) / 2;
   // ALU decode: K and V of a stage published by separate barriers (TQ_WG_SPLIT_KV=1).
-  static constexpr bool kSplitKV = kMode == kTqAlu && TQ_WG_SPLIT_KV;
-  static_assert(kProdRegs % 8 == 0 && kConsRegs % 8 == 0 && kProdRegs + 2 * kConsRegs == 3 * 168);
+  static constexpr bool kSplitKV = kMode == kTqAlu && TQ_WG_SPLIT_KV && TQ_WG_ALU_PRODUCERS == 1;
+  static_assert(kProdWgs == 1 || kProdWgs == 2);
+  static_assert(kProdRegs % 8 == 0 && kConsRegs % 8 == 0 && kConsRegs <= 256 &&
+                kProdWgs * kProdRegs + 2 * kConsRegs == (kProdWgs + 2) * kBase);
   static_assert(kSmemBytes <= 232448, "over the sm_90 shared memory limit");
 };
 
@@ -166,7 +178,7 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
 #endif
 
 template <int kMode>
-__global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgParams p) {
+__global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1) prefill_wgmma_kernel(const WgParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = WgCfg<kMode>;
   constexpr bool kTq = C::kTq;
@@ -191,9 +203,9 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
   const int n_tiles = j_hi > 0 ? (j_hi + kBN - 1) / kBN : 0;
 
   if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) mbar_init(full + s, 128), mbar_init(empty + s, 8);
+    for (int s = 0; s < kStages; ++s) mbar_init(full + s, 128 * C::kProdWgs), mbar_init(empty + s, 8);
     if constexpr (C::kSplitKV)
-      for (int s = 0; s < kStages; ++s) mbar_init(full_v + s, 128);
+      for (int s = 0; s < kStages; ++s) mbar_init(full_v + s, 128 * C::kProdWgs);
   }
   if constexpr (kMode == kTqAlu) {
     // (Two copies: the producer's lanes read copy lane & 1, so the compiler cannot keep the
@@ -203,19 +215,23 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
   if constexpr (kMode == kTqTable) {
     // Byte-pair table: entry e (codes e & 15, e >> 4) as half2, one copy per lane (bank = lane).
     uint32_t* lut = reinterpret_cast<uint32_t*>(smem + C::kLutOff);
-    for (int i = tid; i < 256 * 32; i += kThreads) {
+    for (int i = tid; i < 256 * 32; i += C::kThreads) {
       const int e = i >> 5;
       lut[i] = pack_half2(p.cent[e & 15], p.cent[e >> 4]);
     }
   }
   __syncthreads();
 
-  if (wg == 0) {
+  if (wg < C::kProdWgs) {
     if constexpr (kTq) {
       // ---- TurboQuant producer: raw stage it & 1 holds tile it's codes (cp.async) and scales
       // (loaded one tile ahead through registers; 0 past L, so those keys decode to zeros); the
       // decode of tile it into stage it % kStages overlaps the copies of tile it + 1.
+      // Two producer warpgroups (kHalf): warpgroup `half` copies, decodes and publishes keys
+      // 64 half .. 64 half + 63 of each tile, synchronized on its own named barrier.
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(C::kProdRegs));
+      constexpr bool kHalf = C::kProdWgs == 2;
+      const int half = wg, pt = tid & 127, pbar = 3 + half;
       const int64_t kv_base = int64_t(hk) * p.head_stride;
       const int lane = tid & 31;
       // ALU decode: the byte planes of the 8 fp16 magnitudes, in ordinary registers (prmt's
@@ -230,9 +246,10 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
       uint16_t sk = 0, sv = 0;
       auto issue = [&](int it) {
         uint8_t* rs = raw + (it & 1) * C::kRawStage;
+        constexpr int kRowsIn = kHalf ? kBN / 2 : kBN;
 #pragma unroll 4
-        for (int i = tid; i < kBN * 4; i += 128) {  // 128 rows x 4 chunks of 16 bytes
-          const int r = i >> 2, c = i & 3, j = it * kBN + r;
+        for (int i = pt; i < kRowsIn * 4; i += 128) {  // rows x 4 chunks of 16 bytes
+          const int r = half * kRowsIn + (i >> 2), c = i & 3, j = it * kBN + r;
           const bool ok = j < p.L;
           const int64_t off = (kv_base + (ok ? j : 0)) * (kD / 2) + c * 16;
           const int dst = kMode == kTqAlu ? wgtq::raw_slot(r, c) : r * 64 + c * 16;
@@ -240,14 +257,22 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
           cp_async16_zfill(rs + C::kCodeBytes + dst, p.v + off, ok ? 16 : 0);
         }
       };
+      // kHalf: thread pt holds the K (pt < 64) or V scale of key 64 half + (pt & 63) in sk.
+      const int srow = kHalf ? 64 * half + (pt & 63) : pt;
       auto load_scales = [&](int it) {
-        const int j = it * kBN + tid;
-        sk = j < p.L ? p.k_scale[kv_base + j] : uint16_t(0);
-        sv = j < p.L ? p.v_scale[kv_base + j] : uint16_t(0);
+        const int j = it * kBN + srow;
+        if constexpr (kHalf) {
+          sk = j < p.L ? (pt < 64 ? p.k_scale : p.v_scale)[kv_base + j] : uint16_t(0);
+        } else {
+          sk = j < p.L ? p.k_scale[kv_base + j] : uint16_t(0);
+          sv = j < p.L ? p.v_scale[kv_base + j] : uint16_t(0);
+        }
       };
       auto store_scales = [&](int it) {
         uint8_t* sc = raw + (it & 1) * C::kRawStage + 2 * C::kCodeBytes;
-        if constexpr (kMode == kTqAlu) {
+        if constexpr (kHalf) {
+          reinterpret_cast<uint32_t*>(sc)[(pt >> 6) * kBN + srow] = sk | uint32_t(sk) << 16;
+        } else if constexpr (kMode == kTqAlu) {
           reinterpret_cast<uint32_t*>(sc)[tid] = sk | uint32_t(sk) << 16;
           reinterpret_cast<uint32_t*>(sc)[kBN + tid] = sv | uint32_t(sv) << 16;
         } else {
@@ -262,7 +287,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
         if (more) issue(it + 1), load_scales(it + 1);
         cp_commit();
         cp_wait<1>();
-        asm volatile("bar.sync 3, 128;\n" ::: "memory");  // tile it's codes and scales landed
+        asm volatile("bar.sync %0, 128;\n" ::"r"(pbar) : "memory");  // tile it's codes, scales landed
         if (it >= kStages) mbar_wait(empty + s, ((it / kStages) - 1) & 1);
         const uint8_t* rs = raw + (it & 1) * C::kRawStage;
         const uint16_t* sc = reinterpret_cast<const uint16_t*>(rs + 2 * C::kCodeBytes);
@@ -272,6 +297,8 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
           proxy_fence();
           mbar_arrive(full + s);
           wgtq::tq_decode_tile_alu<4, 8>(rs, ks, tid, pl);
+        } else if constexpr (kHalf) {
+          wgtq::tq_decode_tile_alu<0, 4, true>(rs, ks, pt, pl, half);
         } else if constexpr (kMode == kTqAlu) {
           wgtq::tq_decode_tile_alu(rs, ks, tid, pl);
         } else {
@@ -295,7 +322,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
         proxy_fence();  // generic-proxy writes, read by wgmma (async proxy)
         mbar_arrive(C::kSplitKV ? full_v + s : full + s);
         if (more) store_scales(it + 1);
-        asm volatile("bar.sync 3, 128;\n" ::: "memory");  // raw stage it & 1 free for tile it + 2
+        asm volatile("bar.sync %0, 128;\n" ::"r"(pbar) : "memory");  // raw stage it & 1 free again
       }
       cp_wait<0>();
     } else {
@@ -335,7 +362,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const WgPara
 
   // ---- Consumers: warpgroup cw owns rows r0 .. r0 + 63.
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(C::kConsRegs));
-  const int cw = wg - 1, ct = tid & 127, warp = ct >> 5, lane = tid & 31;
+  const int cw = wg - C::kProdWgs, ct = tid & 127, warp = ct >> 5, lane = tid & 31;
   const int g = lane >> 2, c4 = lane & 3;
   const int r0 = m0 + cw * 64;
   for (int i = ct; i < 64 * 16; i += 128) {
@@ -529,7 +556,7 @@ void launch_wgmma(const WgParams& p, int64_t T, int n_head, cudaStream_t st) {
   }
   const int64_t mb = (T + kBM - 1) / kBM;
   if (mb > 65535) raise("prefill_attention_wgmma: T=" + std::to_string(T) + " exceeds the grid");
-  prefill_wgmma_kernel<kMode><<<dim3(unsigned(n_head), unsigned(mb)), kThreads, bytes, st>>>(p);
+  prefill_wgmma_kernel<kMode><<<dim3(unsigned(n_head), unsigned(mb)), WgCfg<kMode>::kThreads, bytes, st>>>(p);
   CUDA_CHECK(cudaGetLastError());
 }
 }  // namespace

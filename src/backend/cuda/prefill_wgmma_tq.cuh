@@ -82,22 +82,27 @@ __device__ __forceinline__ int raw_slot(int r, int q) { return r * 64 + ((q ^ ((
 // thread t: rows rl + 8 w + 32 k (rl = lane & 7, w = warp, k = 0..3), code chunk q = lane >> 3
 // = fp16 chunks 4q .. 4q + 3; a quarter warp = 8 rows of one chunk: conflict-free 16-byte loads
 // (raw_slot) and stores (the swizzle). The next row's codes load before this row's stores.
-template <int kN0 = 0, int kN1 = 8>
+// kHalf (two producer warpgroups): warpgroup `half` (tid its thread 0..127) takes row steps
+// 0 .. 3 = K's and V's k = 2 half, 2 half + 1, i.e. keys 64 half .. 64 half + 63.
+template <int kN0 = 0, int kN1 = 8, bool kHalf = false>
 __device__ __forceinline__ void tq_decode_tile_alu(const uint8_t* rs, uint8_t* ks, int tid,
-                                                   const uint32_t (&pl)[4]) {
+                                                   const uint32_t (&pl)[4], int half = 0) {
+  static_assert(!kHalf || (kN0 == 0 && kN1 == 4), "a half decodes its 4 row steps");
+  const auto which_of = [](int n) { return kHalf ? n >> 1 : n >> 2; };
+  const auto k_of = [half](int n) { return kHalf ? 2 * half + (n & 1) : n & 3; };
   const int lane = tid & 31, rl = lane & 7, q = lane >> 3, r0 = (tid >> 5) * 8 + rl;
   const uint8_t* cb = rs + raw_slot(r0, q);
   const uint32_t* sb = reinterpret_cast<const uint32_t*>(rs + 2 * kCodeBytes) + r0;
-  uint8_t* ob = ks + (q >> 1) * kRows * 128 + r0 * 128;
+  const uint32_t o0 = uint32_t((q >> 1) * kRows * 128 + r0 * 128);
   const int x0 = (4 * (q & 1)) ^ rl;  // fp16 chunk 4q + j of row r0 at slot x0 ^ j
-  uint4 code = *reinterpret_cast<const uint4*>(cb + (kN0 >> 2) * kCodeBytes + (kN0 & 3) * 32 * 64);
-  uint32_t s2 = sb[(kN0 >> 2) * kRows + (kN0 & 3) * 32];
+  uint4 code = *reinterpret_cast<const uint4*>(cb + which_of(kN0) * kCodeBytes + k_of(kN0) * 32 * 64);
+  uint32_t s2 = sb[which_of(kN0) * kRows + k_of(kN0) * 32];
 #pragma unroll kDecUnroll
-  for (int n = kN0; n < kN1; ++n) {  // n = which * 4 + k
-    const int which = n >> 2, k = n & 3;
+  for (int n = kN0; n < kN1; ++n) {
+    const int which = which_of(n), k = k_of(n);
     const uint32_t words[4] = {code.x, code.y, code.z, code.w}, s_cur = s2;
     if (n + 1 < kN1) {  // the next row's codes and scale, loaded ahead of this row's stores
-      const int wn = (n + 1) >> 2, kn = (n + 1) & 3;
+      const int wn = which_of(n + 1), kn = k_of(n + 1);
       code = *reinterpret_cast<const uint4*>(cb + wn * kCodeBytes + kn * 32 * 64);
       s2 = sb[wn * kRows + kn * 32];
     }
@@ -105,7 +110,7 @@ __device__ __forceinline__ void tq_decode_tile_alu(const uint8_t* rs, uint8_t* k
     for (int j = 0; j < 4; ++j) {
       uint32_t o[4];
       decode8(words[j], pl, o);
-      *reinterpret_cast<uint4*>(ob + which * kTileBytes + k * 32 * 128 + ((x0 ^ j) << 4)) =
+      *reinterpret_cast<uint4*>(ks + o0 + which * kTileBytes + k * 32 * 128 + ((x0 ^ j) << 4)) =
           make_uint4(hmul2(o[0], s_cur), hmul2(o[1], s_cur), hmul2(o[2], s_cur), hmul2(o[3], s_cur));
     }
   }

@@ -230,6 +230,7 @@ TEST(CudaPrefillWgmma, TurboQuantMatchesCpuDecodedReference) {
   check_tq(*be, {4, 2, 20, 15, 0, 5});           // the first 5 queries see no key
   check_tq(*be, {16, 2, 65, 333, 0, 0, false});  // non-causal (records before the chunk)
   check_tq(*be, {32, 8, 300, 2001, 0, 0, false});
+  check_tq(*be, {8, 2, 129, 4099, 0, 0, false});  // records of a later chunk: 33 tiles, the last partial
   check_tq(*be, {4, 1, 1, 1});                   // one query, one key
   check_tq(*be, {4, 2, 129, 0, 0, 0, false});    // no keys at all
   check_tq(*be, {4, 2, 131, 259, 128});          // causal, partial last tiles
