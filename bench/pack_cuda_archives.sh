@@ -5,18 +5,27 @@
 # device image lacks), plus .gpu/lib (libfmt). Usage: bash bench/pack_cuda_archives.sh [BUILD_DIR]
 # (default build-cuda; it must have built tqserve bench_engine unit_backend_cuda golden_cuda
 # bench_cuda_attention). SHARED (default ../shared) is where the fixtures are.
+# ONLY=e2e packs .gpu/e2e.tar.xz alone from tqserve, with tiny-qwen3's model files in
+# models/tiny-qwen3 (no reference dumps): what bench/run_cuda_validate.sh needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build-cuda}
 SHARED=${SHARED:-../shared}
-for f in tqserve bench/bench_engine tests/unit_backend_cuda tests/golden_cuda bench/bench_cuda_attention; do
+ONLY=${ONLY:-}
+need="tqserve bench/bench_engine tests/unit_backend_cuda tests/golden_cuda bench/bench_cuda_attention"
+[ "$ONLY" = e2e ] && need=tqserve
+for f in $need; do
   [ -x "$B/$f" ] || { echo "missing $B/$f: build it first (docs/gpu.md)" >&2; exit 1; }
 done
 mkdir -p .gpu/lib
 grep -qs '^/.gpu/$' .git/info/exclude || echo '/.gpu/' >> .git/info/exclude
-cp -L "$(ldd "$B/tests/unit_backend_cuda" | awk '/libfmt/{print $3}')" .gpu/lib/
+cp -L "$(ldd "$B/tqserve" | awk '/libfmt/{print $3}')" .gpu/lib/
 T=$(mktemp -d)
 mkdir -p "$T/tests/bin" "$T/tests/shared/models" "$T/e2e/lib"
+if [ "$ONLY" = e2e ]; then
+  mkdir -p "$T/e2e/models/tiny-qwen3"
+  find "$SHARED/models/tiny-qwen3" -maxdepth 1 -type f -exec cp {} "$T/e2e/models/tiny-qwen3/" \;
+else
 for f in tests/unit_backend_cuda tests/golden_cuda bench/bench_cuda_attention; do
   strip -o "$T/tests/bin/$(basename $f)" "$B/$f"
 done
@@ -24,12 +33,13 @@ done
 cp -r "$SHARED/models/tiny-qwen3" "$T/tests/shared/models/"
 chmod -R u+w "$T/tests/shared"
 (cd "$T/tests" && XZ_OPT="-9 -T2" tar -cJf "$OLDPWD/.gpu/tests.tar.xz" .)
-strip -o "$T/e2e/tqserve" "$B/tqserve"
 strip -o "$T/e2e/bench_engine" "$B/bench/bench_engine"
-for f in $(ldd "$B/tqserve" "$B/bench/bench_engine" | awk '/=>/{print $3}' | sort -u |
+fi
+strip -o "$T/e2e/tqserve" "$B/tqserve"
+for f in $(ldd "$B/tqserve" $([ "$ONLY" = e2e ] || echo "$B/bench/bench_engine") | awk '/=>/{print $3}' | sort -u |
            grep -vE 'libc.so|libm.so|libstdc|libgcc_s|librt|libpthread|libdl|cublasLt'); do
   cp -L "$f" "$T/e2e/lib/"
 done
 (cd "$T/e2e" && XZ_OPT="-9 -T2" tar -cJf "$OLDPWD/.gpu/e2e.tar.xz" .)
 rm -rf "$T"
-ls -la .gpu/tests.tar.xz .gpu/e2e.tar.xz .gpu/lib
+ls -la .gpu/*.tar.xz .gpu/lib

@@ -5,10 +5,13 @@
 
 #include "apps/tqserve/cli_common.h"
 #include "apps/tqserve/commands.h"
+#include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
 #include "core/memory_probe.h"
+#include "engine/device_support.h"
 #include "io/file.h"
 #include "tokenizer/tokenizer.h"
+#include "validate/cell.h"
 #include "validate/atomic_file.h"
 #include "validate/runner.h"
 #include "validate/supervisor.h"
@@ -18,14 +21,31 @@ namespace {
 
 struct ValidateArgs {
   std::string model, out, widths = "8/8,4/4", modes = "ordinary,mid";
-  std::string mid_trigger = "forced", guard_limit, cell_limit, headroom, keep_dense;
+  std::string device = "cpu", mid_trigger = "forced", guard_limit, cell_limit, headroom, keep_dense;
   std::vector<std::string> prompt_files;
   std::string write_suite;
   int64_t tokens = 4096, continuation = 256, chunk = 512, decode = 32, slice = 8192;
   int texts = 2, needle_docs = 8, keys = 16;
   double timeout = 0;
   bool resume = false, quiet = false;
+  bool widths_given = false;  // --widths on the command line (else the device's default)
 };
+
+// The GPU keeps only some TurboQuant formats on the device (docs/gpu.md): every TurboQuant cell
+// of the plan is checked there before the first one starts, so an unsupported width is one clear
+// error, not a matrix of failed cells.
+void check_cells_on_device(const validate::ValidateOptions& o) {
+  const ModelConfig cfg = ModelConfig::from_model_dir(o.model_dir);
+  auto be = make_cuda_backend();
+  for (const validate::CellSpec& c : validate::plan_cells(o)) {
+    if (c.mode == validate::CellMode::Dense) continue;
+    try {
+      check_backend_kv(*be, validate::cell_kv_policy(c, cfg), cfg);
+    } catch (const Error& e) {
+      fail("--widths: cell {} cannot run on --device cuda: {}", c.name, e.what());
+    }
+  }
+}
 
 std::vector<std::pair<double, double>> parse_widths(const std::string& s) {
   std::vector<std::pair<double, double>> out;
@@ -54,7 +74,10 @@ void run(const ValidateArgs& a) {
   validate::ValidateOptions o;
   o.model_dir = a.model;
   o.out_dir = a.out;
-  o.widths = parse_widths(a.widths);
+  check_device(a.device);  // before any cell: a missing GPU is one clear error, not a failed matrix
+  o.device = a.device;
+  // The GPU's TurboQuant kernels take 4-bit K and V: that is its default matrix.
+  o.widths = parse_widths(a.device == "cuda" && !a.widths_given ? "4/4" : a.widths);
   o.ordinary = a.modes.find("ordinary") != std::string::npos;
   o.mid = a.modes.find("mid") != std::string::npos;
   o.suite.tokens = a.tokens;
@@ -94,6 +117,7 @@ void run(const ValidateArgs& a) {
     return;
   }
   if (a.out.empty()) fail("validate: give --out DIR");
+  if (o.device == "cuda") check_cells_on_device(o);
   exit_code = validate::run_validation(o);
 }
 
@@ -105,7 +129,10 @@ void add_validate_command(CLI::App& app) {
       "validate", "Validation matrix: dense / ordinary / mid-prefill TurboQuant, quality and speed");
   c->add_option("--model", a->model, "Model directory")->required()->check(CLI::ExistingDirectory);
   c->add_option("--out", a->out, "Run folder: journal, cells, report.json / .md / .html");
-  c->add_option("--widths", a->widths, "TurboQuant K/V widths, e.g. 8/8,4/4,3.5/3.5")->capture_default_str();
+  c->add_option("--widths", a->widths,
+                "TurboQuant K/V widths, e.g. 8/8,4/4,3.5/3.5 (with --device cuda the default is 4/4, "
+                "the widths the GPU keeps on the device)")
+      ->capture_default_str();
   c->add_option("--modes", a->modes, "TurboQuant modes beside dense: ordinary, mid or both")
       ->capture_default_str();
   c->add_option("--tokens", a->tokens, "Tokens per document (prompt + continuation)")
@@ -127,6 +154,7 @@ void add_validate_command(CLI::App& app) {
   c->add_option("--decode-tokens", a->decode, "Greedy tokens generated per text")->capture_default_str();
   c->add_option("--kv-slice", a->slice, "Tokens per conversion step")->capture_default_str();
   c->add_option("--kv-keep-dense", a->keep_dense, "Layers kept dense under TurboQuant");
+  add_device_option(c, a->device);
   c->add_option("--mid-trigger", a->mid_trigger,
                 "Mid-prefill cells: forced (convert at half of each prompt) or organic (the memory guard "
                 "converts under --guard-limit)")
@@ -141,7 +169,10 @@ void add_validate_command(CLI::App& app) {
   c->add_flag("--resume", a->resume, "Continue the run in --out from its journal (finished cells are kept)");
   c->add_flag("--quiet", a->quiet, "No progress lines on stderr");
   c->add_option("--write-suite", a->write_suite, "Write the prompt suite as JSON to this file and exit");
-  c->callback([a] { run(*a); });
+  c->callback([a, c] {
+    a->widths_given = c->count("--widths") > 0;
+    run(*a);
+  });
 
   // The child side of a cell: hidden from --help.
   auto job = std::make_shared<std::string>();

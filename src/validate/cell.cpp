@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
 #include "core/memory_probe.h"
 #include "engine/generate.h"
@@ -24,19 +25,6 @@ int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-KvPolicy cell_policy(const CellSpec& c, const ModelConfig& cfg) {
-  KvPolicy p;
-  if (c.mode == CellMode::Dense) return p;
-  p.mode = KvPolicy::Mode::TurboQuant;
-  p.format.head_dim = int(cfg.head_dim);
-  p.format.key_width = quant::QuantWidth::parse(c.k_bits);
-  p.format.value_width = quant::QuantWidth::parse(c.v_bits);
-  p.format.validate();
-  p.keep_dense = parse_layer_list(c.keep_dense, int(cfg.n_layer));
-  p.slice_tokens = c.slice_tokens;
-  return p;
 }
 
 GuardOptions cell_guard(const CellSpec& c) {
@@ -75,6 +63,19 @@ nlohmann::json conversion_json(const GenerateResult& r) {
 
 }  // namespace
 
+KvPolicy cell_kv_policy(const CellSpec& c, const ModelConfig& cfg) {
+  KvPolicy p;
+  if (c.mode == CellMode::Dense) return p;
+  p.mode = KvPolicy::Mode::TurboQuant;
+  p.format.head_dim = int(cfg.head_dim);
+  p.format.key_width = quant::QuantWidth::parse(c.k_bits);
+  p.format.value_width = quant::QuantWidth::parse(c.v_bits);
+  p.format.validate();
+  p.keep_dense = parse_layer_list(c.keep_dense, int(cfg.n_layer));
+  p.slice_tokens = c.slice_tokens;
+  return p;
+}
+
 void log_softmax(const float* row, int64_t vocab, float* out) {
   double mx = *std::max_element(row, row + vocab), se = 0;
   for (int64_t v = 0; v < vocab; ++v) se += std::exp(double(row[v]) - mx);
@@ -98,12 +99,13 @@ double mean_kl_rows(const float* p, const float* q, int64_t n, int64_t vocab) {
 
 void run_cell(const CellJob& job) {
   const CellSpec& c = job.cell;
-  auto be = make_cpu_backend();
+  if (c.device != "cpu" && c.device != "cuda") fail("cell {}: device must be cpu or cuda, not '{}'", c.name, c.device);
+  auto be = c.device == "cuda" ? make_cuda_backend() : make_cpu_backend();
   auto model = Model::load(job.model_dir, *be);
   const ModelConfig& cfg = model->config();
   const int64_t V = cfg.vocab_size;
   PromptSuite suite = PromptSuite::from_json(read_json_file(job.run_dir / "suite.json"));
-  KvPolicy policy = cell_policy(c, cfg);
+  KvPolicy policy = cell_kv_policy(c, cfg);
   GuardOptions guard = cell_guard(c);
   reset_peak_rss();
   std::filesystem::create_directories(job.run_dir / "dense_logp");
@@ -116,7 +118,8 @@ void run_cell(const CellJob& job) {
   int64_t positions = 0, agree = 0;
   Sha256 greedy;
   nlohmann::json docs = nlohmann::json::array(), events = nlohmann::json::array();
-  uint64_t kv_peak = 0;
+  uint64_t kv_peak = 0, backend_max = 0;  // backend bytes after each pass: weights, kept workspaces
+  const auto sample_backend = [&] { backend_max = std::max<uint64_t>(backend_max, be->allocated_bytes()); };
   for (const TextDoc& d : suite.texts) {
     const int64_t P = d.prompt_tokens, n = int64_t(d.ids.size()), B = P / 2;
     // 1. Serving path: prefill the prompt, then greedy decode.
@@ -140,6 +143,7 @@ void run_cell(const CellJob& job) {
     decode_s += gr.decode_seconds;
     greedy.update(gr.ids.data(), gr.ids.size() * sizeof(int32_t));
     kv_peak = std::max<uint64_t>(kv_peak, gr.kv_peak_bytes);
+    sample_backend();
     if (gr.converted) {
       conv_s += gr.conversion.seconds;
       double before = 0;  // time of the chunks that ran before the conversion point
@@ -163,6 +167,7 @@ void run_cell(const CellJob& job) {
     };
     ScoreResult sr = score(*model, d.ids, so);
     if (sr.error.failed()) fail("{}: {}", d.name, sr.error.message);
+    sample_backend();
     double nll = 0;
     for (int64_t pos = P - 1; pos < n - 1; ++pos) nll += sr.nll[size_t(pos)];
     nll_sum += nll;
@@ -229,6 +234,8 @@ void run_cell(const CellJob& job) {
   out["needles_total"] = total;
   out["kv_peak_bytes"] = kv_peak;
   out["child_peak_rss_bytes"] = mem ? mem->peak_bytes : 0;
+  out["device"] = c.device == "cuda" ? cuda_device_summary() : "cpu";
+  out["backend_bytes_max"] = backend_max;
   out["weight_bytes"] = model->weight_bytes();
   if (!docs.empty() && !docs[0]["conversion"].is_null()) out["conversion"] = docs[0]["conversion"];
   else out["conversion"] = nullptr;
@@ -248,7 +255,7 @@ nlohmann::json CellSpec::to_json() const {
   return {{"name", name},           {"mode", cell_mode_name(mode)}, {"k_bits", k_bits},
           {"v_bits", v_bits},       {"mid_trigger", mid_trigger},   {"guard_limit", guard_limit},
           {"keep_dense", keep_dense}, {"slice_tokens", slice_tokens}, {"chunk", chunk},
-          {"decode_tokens", decode_tokens}};
+          {"decode_tokens", decode_tokens}, {"device", device}};
 }
 
 CellSpec CellSpec::from_json(const nlohmann::json& j) {
@@ -265,6 +272,7 @@ CellSpec CellSpec::from_json(const nlohmann::json& j) {
     c.slice_tokens = j.at("slice_tokens").get<int64_t>();
     c.chunk = j.at("chunk").get<int64_t>();
     c.decode_tokens = j.at("decode_tokens").get<int64_t>();
+    c.device = j.value("device", std::string("cpu"));  // journals from before the flag ran on the CPU
   } catch (const nlohmann::json::exception& e) {
     fail("cell spec: {}", e.what());
   }

@@ -8,6 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kv/kv_policy.h"
+#include "model/model_config.h"
+
 namespace tq::validate {
 
 enum class CellMode : uint8_t { Dense, Ordinary, Mid };
@@ -23,6 +26,7 @@ struct CellSpec {
   int64_t slice_tokens = 8192;
   int64_t chunk = 512;
   int64_t decode_tokens = 32;
+  std::string device = "cpu";  // where the child runs the model: cpu or cuda (GPU 0)
   nlohmann::json to_json() const;
   static CellSpec from_json(const nlohmann::json& j);
 };
@@ -42,6 +46,10 @@ struct CellJob {
 // continuation log-probabilities the other cells' KL is measured against. Throws Error on
 // failure (the child then exits non-zero).
 void run_cell(const CellJob& job);
+
+// The KV policy a cell runs with: dense, or TurboQuant at the cell's widths, kept-dense layers
+// and conversion slice (the trigger is set per document).
+KvPolicy cell_kv_policy(const CellSpec& c, const ModelConfig& cfg);
 
 // Mean KL(p || q) of log-probability rows over `n` rows of `vocab` (the dense file's layout).
 double mean_kl_rows(const float* logp_dense, const float* logp_mode, int64_t n, int64_t vocab);

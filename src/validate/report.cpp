@@ -159,15 +159,16 @@ std::string render_table(const json& rep) {
                    rep["machine"].value("cpu", std::string("?")), rep["machine"].value("cpus", 0),
                    format_bytes(rep["machine"].value("mem_total_bytes", uint64_t(0))),
                    rep["machine"].value("backend", std::string("?")));
+  if (rep["machine"].contains("gpu")) s += fmt::format("- GPU: {}\n", rep["machine"]["gpu"].get<std::string>());
   s += fmt::format("- documents: {} tokens; suffix throughput measured from half of each prompt\n\n",
                    rep["settings"].value("tokens", 0));
-  s += "| cell | prefill tok/s | suffix tok/s | decode tok/s | peak RSS MiB | KV peak MiB | mean NLL | dNLL | "
-       "mean KL | top-1 | greedy | needles | conversion |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  s += "| cell | prefill tok/s | suffix tok/s | decode tok/s | peak RSS MiB | backend MiB | KV peak MiB | mean NLL | "
+       "dNLL | mean KL | top-1 | greedy | needles | conversion |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   const json* d = dense_cell(rep["cells"]);
   const double dnll = d && d->value("ok", false) ? num((*d)["result"], "mean_nll") : 0;
   for (const auto& c : rep["cells"]) {
     if (!c.value("ok", false)) {
-      s += fmt::format("| {} | FAILED: {} |||||||||||| \n", c["name"].get<std::string>(),
+      s += fmt::format("| {} | FAILED: {} ||||||||||||| \n", c["name"].get<std::string>(),
                        c.value("failure", std::string()));
       continue;
     }
@@ -179,9 +180,10 @@ std::string render_table(const json& rep) {
                          v["at_token"].get<int64_t>(), v["layers"].get<int>(), v["slices"].get<int64_t>(),
                          v["seconds"].get<double>());
     }
-    s += fmt::format("| {} | {:.1f} | {:.1f} | {:.1f} | {} | {} | {:.4f} | {:+.2f}% | {:.2e} | {:.2f}% | {} | {}/{} | {} |\n",
+    s += fmt::format("| {} | {:.1f} | {:.1f} | {:.1f} | {} | {} | {} | {:.4f} | {:+.2f}% | {:.2e} | {:.2f}% | {} | {}/{} | {} |\n",
                      c["name"].get<std::string>(), num(r, "prefill_tokens_per_s"), num(r, "suffix_tokens_per_s"),
-                     num(r, "decode_tokens_per_s"), mib(num(c, "peak_rss_bytes")), mib(num(r, "kv_peak_bytes")),
+                     num(r, "decode_tokens_per_s"), mib(num(c, "peak_rss_bytes")), mib(num(r, "backend_bytes_max")),
+                     mib(num(r, "kv_peak_bytes")),
                      num(r, "mean_nll"), dnll > 0 ? 100 * (num(r, "mean_nll") / dnll - 1) : 0.0,
                      num(r, "mean_kl"), 100 * num(r, "top1"), r.value("greedy_hash", std::string()),
                      num(r, "needles"), num(r, "needles_total"), conv);
@@ -204,10 +206,11 @@ std::string render_html(const json& rep) {
                   ".ax{stroke:#999}.pass{color:#1e8449}.fail{color:#c0392b;font-weight:700}</style></head><body>";
   h += fmt::format("<h1>tqserve validation: <span class='{}'>{}</span></h1>", rep.value("passed", false) ? "pass" : "fail",
                    rep.value("passed", false) ? "PASSED" : "FAILED");
-  h += fmt::format("<p>{}<br>version {} &middot; {} .. {} &middot; {} &middot; {} CPUs</p>",
+  h += fmt::format("<p>{}<br>version {} &middot; {} .. {} &middot; {} &middot; {} CPUs &middot; backend {}</p>",
                    html_escape(rep.value("model_dir", std::string())), html_escape(rep.value("version", std::string())),
                    rep.value("started", std::string()), rep.value("finished", std::string()),
-                   html_escape(rep["machine"].value("cpu", std::string("?"))), rep["machine"].value("cpus", 0));
+                   html_escape(rep["machine"].value("cpu", std::string("?"))), rep["machine"].value("cpus", 0),
+                   html_escape(rep["machine"].value("gpu", rep["machine"].value("backend", std::string("cpu")))));
   h += "<h2>Memory over time</h2><div>";
   for (const auto& c : rep["cells"]) h += memory_plot(c);
   h += "</div><h2>Throughput and quality per mode</h2><div>";

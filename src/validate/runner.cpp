@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
 #include "core/memory_probe.h"
 #include "io/file.h"
@@ -78,6 +79,7 @@ std::vector<CellSpec> plan_cells(const ValidateOptions& o) {
     c.slice_tokens = o.slice_tokens;
     c.chunk = o.chunk;
     c.decode_tokens = o.decode_tokens;
+    c.device = o.device;
     return c;
   };
   cells.push_back(base("dense", CellMode::Dense, 16, 16));
@@ -101,7 +103,7 @@ nlohmann::json hash_model_files(const std::filesystem::path& dir) {
   return j;
 }
 
-nlohmann::json machine_info() {
+nlohmann::json machine_info(const std::string& device) {
   nlohmann::json m;
   struct utsname u {};
   if (::uname(&u) == 0) {
@@ -119,7 +121,8 @@ nlohmann::json machine_info() {
   m["cpus"] = ::sysconf(_SC_NPROCESSORS_ONLN);
   if (auto h = read_host_memory()) m["mem_total_bytes"] = h->total_bytes;
   if (auto c = cgroup_memory_limit()) m["cgroup_limit_bytes"] = *c;
-  m["backend"] = "cpu";
+  m["backend"] = device;
+  if (device == "cuda") m["gpu"] = cuda_device_summary();
   return m;
 }
 
@@ -223,7 +226,7 @@ int run_validation(const ValidateOptions& o) {
   report["version"] = o.version;
   report["started"] = started;
   report["finished"] = utc_now();
-  report["machine"] = machine_info();
+  report["machine"] = machine_info(o.device);
   report["model_dir"] = fs::absolute(o.model_dir).string();
   report["model_hashes_before"] = hashes_before;
   report["model_hashes_after"] = hashes_after;

@@ -1,6 +1,8 @@
 // --device and --gpu-mem-limit of generate, score and serve through the real binary: clear
 // errors (exit 1, the flag named, never a crash) for a GPU that is absent, a limit given to the
 // wrong device, and a limit that is not a size. On a machine with a GPU the no-GPU cases skip.
+#include <filesystem>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -26,6 +28,19 @@ TEST(DeviceCli, CudaWithoutGpuIsAClearError) {
     EXPECT_THAT(r.err, HasSubstr("--device cuda")) << cmd;
     EXPECT_THAT(r.err, HasSubstr("CUDA")) << cmd;
   }
+}
+
+TEST(DeviceCli, ValidateCudaWithoutGpuFailsBeforeAnyCell) {
+  SKIP_WITH_GPU();
+  const auto out = std::filesystem::temp_directory_path() / "tq_validate_cuda_nogpu";
+  std::filesystem::remove_all(out);
+  CmdResult r = run_tqserve("validate --model " + kMicro + " --out " + out.string() +
+                            " --tokens 256 --texts 1 --needle-docs 1 --device cuda");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--device cuda"));
+  EXPECT_FALSE(std::filesystem::exists(out / "journal.jsonl")) << "no cell may start without the GPU";
+  r = run_tqserve("validate --help");
+  EXPECT_THAT(r.out, HasSubstr("--device"));
 }
 
 TEST(DeviceCli, ServeCudaWithoutGpuFailsAtStartup) {

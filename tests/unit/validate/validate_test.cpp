@@ -161,6 +161,14 @@ TEST(Plan, DenseFirstThenEachModeAndWidth) {
   CellSpec back = CellSpec::from_json(cells[4].to_json());
   EXPECT_EQ(back.name, cells[4].name);
   EXPECT_EQ(back.mode, CellMode::Mid);
+  EXPECT_EQ(back.device, "cpu");
+  // The device reaches every cell (and so the run's fingerprint: a CPU journal does not resume
+  // on the GPU); a job written before the flag reads as a CPU cell.
+  o.device = "cuda";
+  for (const CellSpec& c : plan_cells(o)) EXPECT_EQ(CellSpec::from_json(c.to_json()).device, "cuda");
+  nlohmann::json old = cells[0].to_json();
+  old.erase("device");
+  EXPECT_EQ(CellSpec::from_json(old).device, "cpu");
 }
 
 TEST(Decimate, KeepsPeakAndEnds) {
