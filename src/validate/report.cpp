@@ -233,11 +233,11 @@ std::string render_html(const json& rep) {
   h += bar_chart("top-1 agreement with dense (%); line: 97%", top1, "%", 97);
   h += bar_chart("needles answered", needles, "");
   h += "</div><h2>Table</h2><table><tr><th>cell</th><th>prefill tok/s</th><th>suffix tok/s</th><th>decode tok/s</th>"
-       "<th>peak RSS MiB</th><th>mean NLL</th><th>mean KL</th><th>top-1</th><th>greedy</th><th>needles</th>"
+       "<th>peak RSS MiB</th><th>backend MiB</th><th>KV peak MiB</th><th>mean NLL</th><th>mean KL</th><th>top-1</th><th>greedy</th><th>needles</th>"
        "<th>conversion</th></tr>";
   for (const auto& c : rep["cells"]) {
     if (!c.value("ok", false)) {
-      h += fmt::format("<tr><td>{}</td><td colspan='10' class='fail'>{}</td></tr>", html_escape(c["name"]),
+      h += fmt::format("<tr><td>{}</td><td colspan='12' class='fail'>{}</td></tr>", html_escape(c["name"]),
                        html_escape(c.value("failure", std::string())));
       continue;
     }
@@ -247,10 +247,11 @@ std::string render_html(const json& rep) {
       conv = fmt::format("{} @{} ({} layers, {} slices, {:.3f} s)", r["conversion"]["trigger"].get<std::string>(),
                          r["conversion"]["at_token"].get<int64_t>(), r["conversion"]["layers"].get<int>(),
                          r["conversion"]["slices"].get<int64_t>(), r["conversion"]["seconds"].get<double>());
-    h += fmt::format("<tr><td>{}</td><td>{:.1f}</td><td>{:.1f}</td><td>{:.1f}</td><td>{}</td><td>{:.4f}</td>"
-                     "<td>{:.2e}</td><td>{:.2f}%</td><td>{}</td><td>{}/{}</td><td>{}</td></tr>",
+    h += fmt::format("<tr><td>{}</td><td>{:.1f}</td><td>{:.1f}</td><td>{:.1f}</td><td>{}</td><td>{}</td><td>{}</td>"
+                     "<td>{:.4f}</td><td>{:.2e}</td><td>{:.2f}%</td><td>{}</td><td>{}/{}</td><td>{}</td></tr>",
                      html_escape(c["name"]), num(r, "prefill_tokens_per_s"), num(r, "suffix_tokens_per_s"),
-                     num(r, "decode_tokens_per_s"), mib(num(c, "peak_rss_bytes")), num(r, "mean_nll"),
+                     num(r, "decode_tokens_per_s"), mib(num(c, "peak_rss_bytes")), mib(num(r, "backend_bytes_max")),
+                     mib(num(r, "kv_peak_bytes")), num(r, "mean_nll"),
                      num(r, "mean_kl"), 100 * num(r, "top1"), html_escape(r.value("greedy_hash", std::string())),
                      num(r, "needles"), num(r, "needles_total"), html_escape(conv));
   }

@@ -133,13 +133,23 @@ TEST(Report, TableAndHtmlAreSelfContained) {
   json c = cell("mid-q4", "mid", 4, metrics(1.0, 0.001, 0.99, "aa", 63));
   c["result"]["conversion"] = {{"trigger", "forced"}, {"at_token", 1920}, {"layers", 6}, {"slices", 6}, {"seconds", 0.05}};
   c["conversion_marks"] = json::array({{{"t", 0.5}, {"at_token", 1920}, {"trigger", "forced"}}});
+  c["result"]["backend_bytes_max"] = 3 * 1024 * 1024;  // 3.0 MiB in both tables
   rep["cells"] = json::array({cell("dense", "dense", 16, metrics(1.0, 0, 1, "aa", 63)), c,
                               cell("mid-q8", "mid", 8, json(), false)});
   rep["checks"] = evaluate_checks(rep["cells"]);
   std::string t = render_table(rep);
   EXPECT_NE(t.find("forced @1920, 6 layers"), std::string::npos);
   EXPECT_NE(t.find("FAILED: stopped"), std::string::npos);
+  EXPECT_NE(t.find("| backend MiB |"), std::string::npos);
+  EXPECT_NE(t.find("| 3.0 |"), std::string::npos);
+  EXPECT_EQ(t.find("- GPU:"), std::string::npos);  // a CPU run names no GPU
+  json gpu = rep;
+  gpu["machine"]["backend"] = "cuda";
+  gpu["machine"]["gpu"] = "NVIDIA H200 sm_90";
+  EXPECT_NE(render_table(gpu).find("- GPU: NVIDIA H200 sm_90"), std::string::npos);
+  EXPECT_NE(render_html(gpu).find("backend NVIDIA H200 sm_90"), std::string::npos);
   std::string h = render_html(rep);
+  EXPECT_NE(h.find("<td>3.0</td>"), std::string::npos);
   EXPECT_NE(h.find("<svg"), std::string::npos);
   EXPECT_NE(h.find("class='conv'"), std::string::npos);  // the conversion point is marked
   EXPECT_NE(h.find("class='lim'"), std::string::npos);   // and the limit
