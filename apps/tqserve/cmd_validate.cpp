@@ -11,8 +11,8 @@
 #include "engine/device_support.h"
 #include "io/file.h"
 #include "tokenizer/tokenizer.h"
-#include "validate/cell.h"
 #include "validate/atomic_file.h"
+#include "validate/cell.h"
 #include "validate/runner.h"
 #include "validate/supervisor.h"
 
