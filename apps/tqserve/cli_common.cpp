@@ -14,17 +14,15 @@
 
 namespace tq::app {
 
+std::unique_ptr<Backend> make_backend(const std::string& device) {
+  check_device(device);
+  return device == "cuda" ? make_cuda_backend() : make_cpu_backend();
+}
+
 LoadedModel load_model(const std::filesystem::path& dir, const std::string& device) {
   LoadedModel m;
   auto t0 = std::chrono::steady_clock::now();
-  check_device(device);
-  if (device == "cuda") {
-    m.backend = make_cuda_backend();
-  } else if (device == "cpu") {
-    m.backend = make_cpu_backend();
-  } else {
-    fail("--device must be cpu or cuda, not '{}'", device);
-  }
+  m.backend = make_backend(device);
   std::unique_ptr<Progress> progress;  // created once the tensor count is known
   m.model = Model::load(dir, *m.backend, [&](int64_t done, int64_t total) {
     if (!progress) progress = std::make_unique<Progress>("loading " + dir.filename().string(), total);

@@ -22,6 +22,9 @@ struct LoadedModel {
   double load_seconds = 0;
 };
 
+// The backend of `device`: the CPU backend ("cpu") or the CUDA backend on GPU 0 ("cuda"); throws
+// Error (check_device's) when that device cannot run here.
+std::unique_ptr<Backend> make_backend(const std::string& device);
 // Loads a model directory on the CPU backend (device "cpu") or the CUDA backend ("cuda", GPU 0),
 // with a progress line on a terminal.
 LoadedModel load_model(const std::filesystem::path& dir, const std::string& device = "cpu");

@@ -36,7 +36,7 @@ struct ValidateArgs {
 // error, not a matrix of failed cells.
 void check_cells_on_device(const validate::ValidateOptions& o) {
   const ModelConfig cfg = ModelConfig::from_model_dir(o.model_dir);
-  auto be = make_cuda_backend();
+  auto be = make_backend(o.device);
   for (const validate::CellSpec& c : validate::plan_cells(o)) {
     if (c.mode == validate::CellMode::Dense) continue;
     try {
@@ -76,6 +76,7 @@ void run(const ValidateArgs& a) {
   o.out_dir = a.out;
   check_device(a.device);  // before any cell: a missing GPU is one clear error, not a failed matrix
   o.device = a.device;
+  if (a.device == "cuda") o.gpu = cuda_device_summary();
   // The GPU's TurboQuant kernels take 4-bit K and V: that is its default matrix.
   o.widths = parse_widths(a.device == "cuda" && !a.widths_given ? "4/4" : a.widths);
   o.ordinary = a.modes.find("ordinary") != std::string::npos;
@@ -180,7 +181,9 @@ void add_validate_command(CLI::App& app) {
   cell->group("");
   cell->add_option("--job", *job, "Cell job JSON")->required();
   cell->callback([job] {
-    validate::run_cell(validate::CellJob::from_json(read_json_file(*job)));
+    const validate::CellJob j = validate::CellJob::from_json(read_json_file(*job));
+    auto be = make_backend(j.cell.device);
+    validate::run_cell(j, *be);
   });
 }
 

@@ -8,8 +8,6 @@
 #include <fstream>
 #include <unistd.h>
 
-#include "backend/cpu/cpu_backend.h"
-#include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
 #include "core/memory_probe.h"
 #include "engine/generate.h"
@@ -97,11 +95,9 @@ double mean_kl_rows(const float* p, const float* q, int64_t n, int64_t vocab) {
   return total / double(n);
 }
 
-void run_cell(const CellJob& job) {
+void run_cell(const CellJob& job, Backend& be) {
   const CellSpec& c = job.cell;
-  if (c.device != "cpu" && c.device != "cuda") fail("cell {}: device must be cpu or cuda, not '{}'", c.name, c.device);
-  auto be = c.device == "cuda" ? make_cuda_backend() : make_cpu_backend();
-  auto model = Model::load(job.model_dir, *be);
+  auto model = Model::load(job.model_dir, be);
   const ModelConfig& cfg = model->config();
   const int64_t V = cfg.vocab_size;
   PromptSuite suite = PromptSuite::from_json(read_json_file(job.run_dir / "suite.json"));
@@ -119,7 +115,7 @@ void run_cell(const CellJob& job) {
   Sha256 greedy;
   nlohmann::json docs = nlohmann::json::array(), events = nlohmann::json::array();
   uint64_t kv_peak = 0, backend_max = 0;  // backend bytes after each pass: weights, kept workspaces
-  const auto sample_backend = [&] { backend_max = std::max<uint64_t>(backend_max, be->allocated_bytes()); };
+  const auto sample_backend = [&] { backend_max = std::max<uint64_t>(backend_max, be.allocated_bytes()); };
   for (const TextDoc& d : suite.texts) {
     const int64_t P = d.prompt_tokens, n = int64_t(d.ids.size()), B = P / 2;
     // 1. Serving path: prefill the prompt, then greedy decode.
@@ -234,7 +230,7 @@ void run_cell(const CellJob& job) {
   out["needles_total"] = total;
   out["kv_peak_bytes"] = kv_peak;
   out["child_peak_rss_bytes"] = mem ? mem->peak_bytes : 0;
-  out["device"] = c.device == "cuda" ? cuda_device_summary() : "cpu";
+  out["backend"] = be.name();
   out["backend_bytes_max"] = backend_max;
   out["weight_bytes"] = model->weight_bytes();
   if (!docs.empty() && !docs[0]["conversion"].is_null()) out["conversion"] = docs[0]["conversion"];

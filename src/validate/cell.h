@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/backend.h"
 #include "kv/kv_policy.h"
 #include "model/model_config.h"
 
@@ -44,8 +45,9 @@ struct CellJob {
 // The child: loads the model and the suite, runs every document in the cell's mode and writes
 // the result JSON (metrics, conversion details, memory). The dense cell also stores the
 // continuation log-probabilities the other cells' KL is measured against. Throws Error on
-// failure (the child then exits non-zero).
-void run_cell(const CellJob& job);
+// failure (the child then exits non-zero). `be` is the backend of job.cell.device (the caller
+// makes it: backends are chosen above this layer).
+void run_cell(const CellJob& job, Backend& be);
 
 // The KV policy a cell runs with: dense, or TurboQuant at the cell's widths, kept-dense layers
 // and conversion slice (the trigger is set per document).

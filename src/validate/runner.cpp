@@ -12,8 +12,6 @@
 #include <ctime>
 #include <fstream>
 
-#include "backend/cpu/cpu_backend.h"
-#include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
 #include "core/memory_probe.h"
 #include "io/file.h"
@@ -103,7 +101,7 @@ nlohmann::json hash_model_files(const std::filesystem::path& dir) {
   return j;
 }
 
-nlohmann::json machine_info(const std::string& device) {
+nlohmann::json machine_info(const std::string& device, const std::string& gpu) {
   nlohmann::json m;
   struct utsname u {};
   if (::uname(&u) == 0) {
@@ -122,7 +120,7 @@ nlohmann::json machine_info(const std::string& device) {
   if (auto h = read_host_memory()) m["mem_total_bytes"] = h->total_bytes;
   if (auto c = cgroup_memory_limit()) m["cgroup_limit_bytes"] = *c;
   m["backend"] = device;
-  if (device == "cuda") m["gpu"] = cuda_device_summary();
+  if (!gpu.empty()) m["gpu"] = gpu;
   return m;
 }
 
@@ -226,7 +224,7 @@ int run_validation(const ValidateOptions& o) {
   report["version"] = o.version;
   report["started"] = started;
   report["finished"] = utc_now();
-  report["machine"] = machine_info(o.device);
+  report["machine"] = machine_info(o.device, o.gpu);
   report["model_dir"] = fs::absolute(o.model_dir).string();
   report["model_hashes_before"] = hashes_before;
   report["model_hashes_after"] = hashes_after;

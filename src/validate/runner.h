@@ -26,6 +26,7 @@ struct ValidateOptions {
   int64_t slice_tokens = 8192;
   std::string keep_dense;
   std::string device = "cpu";          // where the cells run the model: cpu or cuda (GPU 0)
+  std::string gpu;                     // cuda: the GPU, as cuda_device_summary() names it
   std::string mid_trigger = "forced";  // forced (at half of each prompt) or organic
   std::string guard_limit;             // organic mid cells: the child's guard limit
   uint64_t cell_memory_limit = 0;      // child RSS limit (0: none)
@@ -44,8 +45,8 @@ std::vector<CellSpec> plan_cells(const ValidateOptions& opt);
 nlohmann::json hash_model_files(const std::filesystem::path& dir);
 
 // The machine this runs on: host name, kernel, CPU model and count, memory; the backend the
-// cells use ("cpu" or "cuda") and, for cuda, the GPU (name, SMs, memory).
-nlohmann::json machine_info(const std::string& device = "cpu");
+// cells use ("cpu" or "cuda") and the GPU's description when given.
+nlohmann::json machine_info(const std::string& device = "cpu", const std::string& gpu = "");
 
 // The quality bars as checks over the report's cells: [{name, cell, ok, detail}].
 nlohmann::json evaluate_checks(const nlohmann::json& cells);
