@@ -185,6 +185,19 @@ struct LogitsTopRow {
   std::span<const LogitAdjust> adjust;
 };
 
+// Backend::logits_stats: what teacher-forced scoring needs of a logits row, without the row.
+struct LogitsStats {
+  double lse = 0;            // log-sum-exp as logits_top_host's (float max, double sum)
+  float target_logit = 0;    // row[target]; NaN when the row has no target
+  int32_t argmax = 0;        // the first maximum (NaN entries never win; 0 if all are NaN)
+};
+struct LogitsStatsRow {
+  int64_t row = 0;      // row of the call's logits [*, vocab]
+  int32_t target = -1;  // the id whose logit to report, or -1
+};
+// The host version (logits_top.cpp): the reference of every backend's logits_stats.
+void logits_stats_host(const float* row, int64_t vocab, int32_t target, LogitsStats& out);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -369,6 +382,11 @@ class Backend {
   // backend ranks on the device and downloads only the summaries.
   virtual void logits_top(float* logits, int64_t vocab, std::span<const LogitsTopRow> rows,
                           LogitsTop* out);
+  // Per entry of `rows`: row r of logits [*, vocab] (backend memory)'s LogitsStats to out[i]
+  // (host memory). Targets must be -1 or in [0, vocab) (throws Error). The base version
+  // downloads each row; a device backend reduces on the device and downloads only the stats.
+  virtual void logits_stats(const float* logits, int64_t vocab, std::span<const LogitsStatsRow> rows,
+                            LogitsStats* out);
 
   // Ops of hybrid models (Qwen3.5 gated attention and Gated DeltaNet layers). A backend that has
   // not implemented one throws Error naming it, so models without these layers are unaffected.

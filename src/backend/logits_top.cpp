@@ -1,5 +1,6 @@
 // Backend::logits_top's base version and logits_top_host, the host ranking every backend's
-// summary must equal (the engine samples from it instead of a full logits row).
+// summary must equal (the engine samples from it instead of a full logits row); likewise
+// Backend::logits_stats and logits_stats_host (teacher-forced scoring).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -65,6 +66,28 @@ void logits_top_host(const float* row, int64_t vocab, float divisor, bool lse, L
     out.logit[j] = row[heap[j].id];
   }
   out.lse = lse ? log_sum_exp(row, vocab) : std::numeric_limits<double>::quiet_NaN();
+}
+
+void logits_stats_host(const float* row, int64_t vocab, int32_t target, LogitsStats& out) {
+  if (vocab <= 0) fail("logits_stats: empty row");
+  if (target < -1 || target >= vocab) fail("logits_stats: target {} is outside [0, {})", target, vocab);
+  out.lse = log_sum_exp(row, vocab);
+  out.target_logit = target < 0 ? std::numeric_limits<float>::quiet_NaN() : row[target];
+  int64_t best = 0;  // the first maximum among the entries that are not NaN
+  while (best + 1 < vocab && std::isnan(row[best])) ++best;
+  for (int64_t i = best + 1; i < vocab; ++i)
+    if (row[i] > row[best]) best = i;
+  if (std::isnan(row[best])) best = 0;
+  out.argmax = int32_t(best);
+}
+
+void Backend::logits_stats(const float* logits, int64_t vocab, std::span<const LogitsStatsRow> rows,
+                           LogitsStats* out) {
+  std::vector<float> host(static_cast<size_t>(vocab));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    download(host.data(), logits + rows[i].row * vocab, size_t(vocab) * sizeof(float));
+    logits_stats_host(host.data(), vocab, rows[i].target, out[i]);
+  }
 }
 
 void Backend::logits_top(float* logits, int64_t vocab, std::span<const LogitsTopRow> rows,

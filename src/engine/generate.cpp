@@ -63,6 +63,12 @@ struct Prefiller {
   LogitsTop* top = nullptr;
   float top_divisor = 1.0f;
   std::span<const LogitAdjust> top_adjust;
+  // With `stats` (mode All): each chunk's rows give their LogitsStats there (the target of a
+  // row the next id, none for the last), and only the rows from position logits_from on come
+  // to `logits` in full, the first of them at its start.
+  LogitsStats* stats = nullptr;
+  int64_t logits_from = 0;
+  std::vector<int32_t> targets;
 
   bool run(std::span<const int32_t> ids, LogitsMode mode, float* logits, Progress* progress,
            const std::function<void(int64_t, int64_t)>& sink) {
@@ -90,6 +96,14 @@ struct Prefiller {
           st.top_divisor = top_divisor;
           st.adjust = top_adjust;
         }
+      }
+      if (stats && mode == LogitsMode::All) {
+        targets.resize(size_t(m));
+        for (int64_t t = 0; t < m; ++t) targets[size_t(t)] = p + t + 1 < n ? ids[size_t(p + t + 1)] : -1;
+        st.stats = stats;
+        st.targets = targets.data();
+        st.logits_from = std::max<int64_t>(0, logits_from - p);
+        if (st.logits_from >= m) st.logits = nullptr;
       }
       model.forward_batch(std::span<const Model::SeqStep>(&st, 1));
       chunks.push_back({p, m, since(t0), v.used, v.projected});
@@ -202,11 +216,17 @@ ScoreResult score(Model& model, std::span<const int32_t> ids, const ScoreOptions
   r.nll.reserve(size_t(n - 1));
   r.argmax.reserve(size_t(n));
   KvCache cache = model.new_cache();
-  std::vector<float> logits(static_cast<size_t>(std::min(opt.chunk, n) * vocab));
+  // Every position's NLL and argmax come from the backend's LogitsStats; full rows leave it only
+  // for on_logits's positions and the last (last_logits).
+  const int64_t full_from = opt.on_logits ? std::clamp<int64_t>(opt.logits_from, 0, n - 1) : n - 1;
+  std::vector<LogitsStats> stats(size_t(std::min(opt.chunk, n)));
+  std::vector<float> logits(static_cast<size_t>(std::min(opt.chunk, n - full_from) * vocab));
   auto t0 = Clock::now();
   Progress progress("scoring", n);
   if (!opt.progress) progress.finish();
   Prefiller pre(model, cache, opt.kv, opt.chunk, opt.guard, opt.suffix_from);
+  pre.stats = stats.data();
+  pre.logits_from = full_from;
   // Compressed from the first token, unless the conversion is forced later or a memory guard
   // runs the request as a server would (dense prefill, converted only on an organic trigger).
   bool ok = true;
@@ -215,15 +235,13 @@ ScoreResult score(Model& model, std::span<const int32_t> ids, const ScoreOptions
   if (ok)
     ok = pre.run(ids, LogitsMode::All, logits.data(), &progress, [&](int64_t p, int64_t m) {
       for (int64_t t = 0; t < m; ++t) {
-        const float* row = logits.data() + t * vocab;
-        int64_t best = std::max_element(row, row + vocab) - row;
-        r.argmax.push_back(int32_t(best));
-        int64_t pos = p + t;
-        if (opt.on_logits) opt.on_logits(pos, row);
+        const LogitsStats& s = stats[size_t(t)];
+        r.argmax.push_back(s.argmax);
+        const int64_t pos = p + t;
+        const float* row = pos >= full_from ? logits.data() + (pos - std::max(p, full_from)) * vocab : nullptr;
+        if (row && opt.on_logits && pos >= opt.logits_from) opt.on_logits(pos, row);
         if (pos + 1 < n) {
-          double mx = row[best], se = 0;
-          for (int64_t v = 0; v < vocab; ++v) se += std::exp(double(row[v]) - mx);
-          double nll = mx + std::log(se) - double(row[ids[size_t(pos + 1)]]);
+          const double nll = s.lse - double(s.target_logit);
           r.nll.push_back(float(nll));
           total += nll;
         } else {

@@ -83,8 +83,11 @@ struct ScoreOptions {
   // compressed from the first token); with convert_at N the first N tokens are scored on the
   // dense cache, which is then converted (mid-prefill) and the rest scored on it.
   KvPolicy kv;
-  // Sees every position's full logits row [vocab] (e.g. for KL divergence against a baseline).
+  // Sees the full logits row [vocab] of every position from logits_from on (e.g. for KL
+  // divergence against a baseline); the other rows stay on the backend (NLL and argmax come
+  // from its LogitsStats).
   std::function<void(int64_t position, const float* row)> on_logits;
+  int64_t logits_from = 0;
   // With the guard enabled, a TurboQuant policy without convert_at prefills dense (as serving
   // does) and converts only on the guard's organic trigger.
   GuardOptions guard;

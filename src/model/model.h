@@ -30,6 +30,9 @@ class Model {
   // With `top` (mode Last): the last row's adjustments are applied and its LogitsTop summary
   // (Backend::logits_top: ranked by logit / top_divisor, lse when top_lse) is written to *top
   // instead of the row (logits may be null). Neither logits nor top: no output for the step.
+  // Mode All with `stats`: every row's LogitsStats (Backend::logits_stats, target targets[t],
+  // -1 for none) goes to stats[t], and logits, when set, takes only the rows t >= logits_from
+  // (row t at logits + (t - logits_from) * vocab): the others never leave the backend.
   struct SeqStep {
     std::span<const int32_t> ids;
     KvCache* cache = nullptr;
@@ -39,6 +42,9 @@ class Model {
     float top_divisor = 1.0f;
     bool top_lse = false;
     std::span<const LogitAdjust> adjust{};
+    LogitsStats* stats = nullptr;
+    const int32_t* targets = nullptr;
+    int64_t logits_from = 0;
   };
   // Runs several sequences in one step: their tokens share every linear layer; attention runs
   // per sequence on its own cache. Token ids must be in [0, vocab) (checked before any work:

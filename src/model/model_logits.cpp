@@ -1,5 +1,6 @@
 // Model::write_logits: the final norm and LM head on the rows a step's sequences want, and what
-// leaves the backend for each: its full logits rows, or a LogitsTop summary ranked on the backend.
+// leaves the backend for each: its full logits rows, a LogitsTop summary ranked on the backend,
+// or the LogitsStats that scoring needs.
 #include <algorithm>
 #include <vector>
 
@@ -19,22 +20,31 @@ void Model::write_logits(std::span<const SeqStep> steps, const float* x, float* 
     int64_t row;
     float* dst;              // the full row's destination, or null
     const SeqStep* summary;  // the step whose LogitsTop this row gives, or null
+    LogitsStats* stats;      // this row's LogitsStats destination, or null
+    int32_t target;
   };
   std::vector<Want> want;
   int64_t row = 0;
   for (const SeqStep& st : steps) {
     const int64_t n = int64_t(st.ids.size());
     if (st.mode == LogitsMode::Last && st.top) {
-      want.push_back({row + n - 1, nullptr, &st});
+      want.push_back({row + n - 1, nullptr, &st, nullptr, -1});
+    } else if (st.mode == LogitsMode::All && st.stats) {
+      for (int64_t t = 0; t < n; ++t) {
+        float* dst = st.logits && t >= st.logits_from ? st.logits + (t - st.logits_from) * V : nullptr;
+        want.push_back({row + t, dst, nullptr, st.stats + t, st.targets ? st.targets[t] : -1});
+      }
     } else if (st.logits) {
       const int64_t first = st.mode == LogitsMode::Last ? row + n - 1 : row;
       for (int64_t t = first; t < row + n; ++t)
-        want.push_back({t, st.logits + (t - first) * V, nullptr});
+        want.push_back({t, st.logits + (t - first) * V, nullptr, nullptr, -1});
     }
     row += n;
   }
   std::vector<LogitsTopRow> top_rows;
   std::vector<LogitsTop> tops;
+  std::vector<LogitsStatsRow> stat_rows;
+  std::vector<LogitsStats> stats;
   for (size_t c0 = 0; c0 < want.size(); c0 += size_t(kLogitRows)) {
     const size_t m = std::min(want.size() - c0, size_t(kLogitRows));
     const Want* w = want.data() + c0;
@@ -67,6 +77,16 @@ void Model::write_logits(std::span<const SeqStep> steps, const float* x, float* 
       const size_t j = run_end(i, next_dst);
       backend_->download(w[i].dst, logits_ws + int64_t(i) * V, (j - i) * size_t(V) * sizeof(float));
       i = j;
+    }
+    // Scoring stats: one logits_stats call for the chunk's rows that want them.
+    stat_rows.clear();
+    for (size_t i = 0; i < m; ++i)
+      if (w[i].stats) stat_rows.push_back({int64_t(i), w[i].target});
+    if (!stat_rows.empty()) {
+      stats.resize(stat_rows.size());
+      backend_->logits_stats(logits_ws, V, stat_rows, stats.data());
+      for (size_t i = 0, k = 0; i < m; ++i)
+        if (w[i].stats) *w[i].stats = stats[k++];
     }
     // Summaries: one logits_top call for the chunk's rows that want one.
     top_rows.clear();

@@ -158,6 +158,7 @@ void run_cell(const CellJob& job, Backend& be) {
     so.guard = guard;
     const int64_t rows = n - P;  // positions P-1 .. n-2 predict the continuation
     std::vector<float> logp(size_t(rows * V));
+    so.logits_from = P - 1;  // the other rows' NLL and argmax come from the backend
     so.on_logits = [&](int64_t pos, const float* row) {
       if (pos >= P - 1 && pos < n - 1) log_softmax(row, V, logp.data() + (pos - P + 1) * V);
     };

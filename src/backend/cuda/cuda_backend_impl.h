@@ -204,6 +204,15 @@ class CudaBackend final : public Backend {
     }
     top_ws_.run(logits, vocab, top_desc_, top_adj_, reinterpret_cast<cuda::TopSummary*>(out), stream_);
   }
+  // Scoring stats on the device (logits_stats.cu): one launch, one small download.
+  void logits_stats(const float* logits, int64_t vocab, std::span<const LogitsStatsRow> rows,
+                    LogitsStats* out) override {
+    static_assert(sizeof(LogitsStats) == sizeof(cuda::RowStats) &&
+                  sizeof(LogitsStatsRow) == sizeof(cuda::StatsRowDesc));
+    stats_desc_.clear();
+    for (const LogitsStatsRow& r : rows) stats_desc_.push_back({r.row, r.target});
+    top_ws_.run_stats(logits, vocab, stats_desc_, reinterpret_cast<cuda::RowStats*>(out), stream_);
+  }
 
  private:
   static constexpr size_t kLtWorkspace = 32u << 20;
@@ -328,9 +337,10 @@ class CudaBackend final : public Backend {
   struct BatchMem;
   static void free_batch_mem(BatchMem* m);
   std::unique_ptr<BatchMem, void (*)(BatchMem*)> batch_{nullptr, free_batch_mem};
-  // logits_top: row descriptors and adjustments of a call, staging (logits_top.h).
+  // logits_top / logits_stats: row descriptors and adjustments of a call, staging (logits_top.h).
   std::vector<cuda::TopRowDesc> top_desc_;
   std::vector<cuda::TopAdjust> top_adj_;
+  std::vector<cuda::StatsRowDesc> stats_desc_;
   cuda::LogitsTopWorkspace top_ws_;
   void batch_grow(int64_t n_desc, size_t ws_bytes);
   const cuda::DecodeSeqDesc* batch_upload(const cuda::DecodeSeqDesc* d, int64_t n, int which);

@@ -235,9 +235,9 @@ __global__ void __launch_bounds__(kThreads) logits_top_kernel(float* logits, int
   if (tid == 0) o.lse = lse;
 }
 
-size_t round8(size_t n) { return (n + 7) & ~size_t(7); }
-
 }  // namespace
+
+size_t LogitsTopWorkspace::round8(size_t n) { return (n + 7) & ~size_t(7); }
 
 LogitsTopWorkspace::~LogitsTopWorkspace() {
   if (host_) cudaFreeHost(host_);
@@ -256,6 +256,31 @@ void LogitsTopWorkspace::grow(size_t bytes) {
   cap_ = cap;
 }
 
+char* LogitsTopWorkspace::stage(size_t in_at, std::span<const Piece> in, void* stream) {
+  size_t end = in_at;
+  for (const Piece& p : in) end = round8(end) + p.bytes;
+  // The previous call synchronized the stream, so the staging is free to rewrite.
+  grow(end);
+  char* h = static_cast<char*>(host_);
+  size_t at = in_at;
+  for (const Piece& p : in) {
+    at = round8(at);
+    if (p.bytes) std::memcpy(h + at, p.data, p.bytes);
+    at += p.bytes;
+  }
+  char* dv = static_cast<char*>(dev_);
+  CUDA_CHECK(cudaMemcpyAsync(dv + in_at, h + in_at, end - in_at, cudaMemcpyHostToDevice, as_stream(stream)));
+  return dv;
+}
+
+void LogitsTopWorkspace::fetch(void* out, size_t out_bytes, void* stream) {
+  cudaStream_t st = as_stream(stream);
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaMemcpyAsync(host_, dev_, out_bytes, cudaMemcpyDeviceToHost, st));
+  CUDA_CHECK(cudaStreamSynchronize(st));
+  std::memcpy(out, host_, out_bytes);
+}
+
 void LogitsTopWorkspace::run(float* logits, int64_t vocab, std::span<const TopRowDesc> rows,
                              std::span<const TopAdjust> adjust, TopSummary* out, void* stream) {
   if (rows.empty()) return;
@@ -264,29 +289,19 @@ void LogitsTopWorkspace::run(float* logits, int64_t vocab, std::span<const TopRo
   for (const TopAdjust& a : adjust)
     if (a.id < 0 || a.id >= vocab)
       raise("logits_top: adjusted id " + std::to_string(a.id) + " is outside the vocabulary");
-  // One buffer, on host and device alike: [summaries | row descriptors | adjustments].
+  // [summaries | row descriptors | adjustments]
   const size_t out_bytes = rows.size() * sizeof(TopSummary);
-  const size_t desc_at = round8(out_bytes), adj_at = desc_at + round8(rows.size_bytes());
-  const size_t in_bytes = adj_at + adjust.size_bytes() - desc_at;
-  cudaStream_t st = as_stream(stream);
-  // The previous call synchronized the stream, so the staging is free to rewrite.
-  grow(adj_at + adjust.size_bytes());
-  char* h = static_cast<char*>(host_);
-  char* dv = static_cast<char*>(dev_);
-  std::memcpy(h + desc_at, rows.data(), rows.size_bytes());
-  if (!adjust.empty()) std::memcpy(h + adj_at, adjust.data(), adjust.size_bytes());
-  CUDA_CHECK(cudaMemcpyAsync(dv + desc_at, h + desc_at, in_bytes, cudaMemcpyHostToDevice, st));
+  const size_t desc_at = round8(out_bytes), adj_at = round8(desc_at + rows.size_bytes());
+  const Piece in[] = {{rows.data(), rows.size_bytes()}, {adjust.data(), adjust.size_bytes()}};
+  char* dv = stage(desc_at, in, stream);
   // The prefilter kernel (55 us per row of 151,936 on the H200 against 331 us for radix select
   // alone); TQ_LOGITS_TOP=1 (read at every call) selects radix select only, a baseline.
   const char* e = std::getenv("TQ_LOGITS_TOP");
   auto kernel = e && std::string(e) == "1" ? logits_top_kernel<false> : logits_top_kernel<true>;
-  kernel<<<unsigned(rows.size()), kThreads, 0, st>>>(
+  kernel<<<unsigned(rows.size()), kThreads, 0, as_stream(stream)>>>(
       logits, vocab, reinterpret_cast<const TopRowDesc*>(dv + desc_at),
       reinterpret_cast<const TopAdjust*>(dv + adj_at), reinterpret_cast<TopSummary*>(dv));
-  CUDA_CHECK(cudaGetLastError());
-  CUDA_CHECK(cudaMemcpyAsync(h, dv, out_bytes, cudaMemcpyDeviceToHost, st));
-  CUDA_CHECK(cudaStreamSynchronize(st));
-  std::memcpy(out, h, out_bytes);
+  fetch(out, out_bytes, stream);
 }
 
 }  // namespace tq::cuda

@@ -166,6 +166,42 @@ TEST_P(ModelGolden, ChunkedPrefillEqualsOnePass) {
   EXPECT_EQ(whole.argmax, chunked.argmax);
 }
 
+// score() takes every position's NLL and argmax from the backend's LogitsStats and brings full
+// rows only from logits_from on: those rows are the ones a full scoring sees, and the stats agree
+// with them (argmax by std::max_element, NLL by a long double log-sum-exp written here).
+TEST_P(ModelGolden, ScoreBringsOnlyTheRowsAskedFor) {
+  auto names = ref_->case_names("logits");
+  auto ids = ref_->ints(names.back() + ".ids");
+  ids.resize(std::min<size_t>(ids.size(), 300));  // four chunks of 97; the first full row mid-chunk
+  const int64_t n = int64_t(ids.size()), V = model_->config().vocab_size, from = n / 3 + 1;
+  std::map<int64_t, std::vector<float>> all, some;
+  ScoreOptions o;
+  o.chunk = 97;
+  o.on_logits = [&](int64_t pos, const float* row) { all[pos].assign(row, row + V); };
+  ScoreResult full = score(*model_, ids, o);
+  o.logits_from = from;
+  o.on_logits = [&](int64_t pos, const float* row) { some[pos].assign(row, row + V); };
+  ScoreResult part = score(*model_, ids, o);
+  ASSERT_EQ(int64_t(all.size()), n);
+  ASSERT_EQ(int64_t(some.size()), n - from);
+  EXPECT_EQ(some.begin()->first, from);
+  for (const auto& [pos, row] : some) ASSERT_EQ(row, all[pos]) << "position " << pos;
+  EXPECT_EQ(full.nll, part.nll);
+  EXPECT_EQ(full.argmax, part.argmax);
+  for (int64_t pos = 0; pos < n; ++pos) {
+    const std::vector<float>& row = all[pos];
+    ASSERT_EQ(full.argmax[size_t(pos)], std::max_element(row.begin(), row.end()) - row.begin()) << pos;
+    if (pos + 1 == n) {
+      EXPECT_EQ(full.last_logits, row);
+      continue;
+    }
+    long double mx = *std::max_element(row.begin(), row.end()), s = 0;
+    for (float x : row) s += std::exp(static_cast<long double>(x) - mx);
+    const double want = double(mx + std::log(s) - row[size_t(ids[size_t(pos + 1)])]);
+    ASSERT_NEAR(full.nll[size_t(pos)], want, 1e-5 * std::max(1.0, std::abs(want))) << pos;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, ModelGolden,
                          ::testing::Values("micro-qwen3", "micro-qwen3/swa", "tiny-qwen3",
                                            "tiny-qwen3/swa"),
