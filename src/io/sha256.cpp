@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "core/error.h"
+#include "io/sha256_x86.h"
 
 namespace tq {
-namespace {
 
-constexpr uint32_t kRound[64] = {
+alignas(16) const uint32_t detail::kSha256K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
     0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
@@ -22,9 +22,21 @@ constexpr uint32_t kRound[64] = {
     0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
 
+namespace {
+
 inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 
 }  // namespace
+
+bool Sha256::hardware_available() {
+  static const bool available = detail::sha256_x86_available();
+  return available;
+}
+
+Sha256::Sha256(Impl impl) {
+  hw_ = impl == Impl::Fastest && hardware_available();
+  reset();
+}
 
 void Sha256::reset() {
   h_ = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
@@ -47,7 +59,7 @@ void Sha256::block(const uint8_t* p) {
   for (int i = 0; i < 64; ++i) {
     uint32_t S1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25);
     uint32_t ch = (e & f) ^ (~e & g);
-    uint32_t t1 = h + S1 + ch + kRound[i] + w[i];
+    uint32_t t1 = h + S1 + ch + detail::kSha256K[i] + w[i];
     uint32_t S0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22);
     uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
     uint32_t t2 = S0 + maj;
@@ -74,11 +86,19 @@ void Sha256::update(const void* data, size_t n) {
     p += take;
     n -= take;
     if (buf_len_ == 64) {
-      block(buf_);
+      if (hw_) detail::sha256_x86_blocks(h_.data(), buf_, 1);
+      else block(buf_);
       buf_len_ = 0;
     }
   }
-  for (; n >= 64; n -= 64, p += 64) block(p);
+  if (n >= 64) {
+    const size_t full = n / 64;
+    if (hw_) detail::sha256_x86_blocks(h_.data(), p, full);
+    else
+      for (size_t i = 0; i < full; ++i) block(p + 64 * i);
+    p += 64 * full;
+    n -= 64 * full;
+  }
   if (n > 0) {
     std::memcpy(buf_, p, n);
     buf_len_ = n;

@@ -12,7 +12,11 @@ namespace tq {
 
 class Sha256 {
  public:
-  Sha256() { reset(); }
+  // Fastest: the CPU's SHA extensions when it has them (hardware_available()), else Portable.
+  enum class Impl { Fastest, Portable };
+  explicit Sha256(Impl impl = Impl::Fastest);
+  static bool hardware_available();
+  bool hardware() const { return hw_; }
   void reset();
   void update(const void* data, size_t n);
   void update(std::string_view s) { update(s.data(), s.size()); }
@@ -25,6 +29,7 @@ class Sha256 {
   uint8_t buf_[64] = {};
   size_t buf_len_ = 0;
   uint64_t total_ = 0;
+  bool hw_ = false;
 };
 
 std::string sha256_hex(std::string_view data);

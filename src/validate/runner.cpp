@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <thread>
 
 #include "core/error.h"
 #include "core/memory_probe.h"
@@ -96,8 +98,28 @@ nlohmann::json hash_model_files(const std::filesystem::path& dir) {
       files.push_back(e.path());
   std::sort(files.begin(), files.end());
   if (files.empty()) fail("{}: no .safetensors files to hash", dir.string());
+  // One thread per file (a sharded 8B model: 5 files of up to 4 GB), at most one per core.
+  std::vector<std::string> sums(files.size()), errors(files.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next++) < files.size();) {
+      try {
+        sums[i] = sha256_file(files[i]);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    }
+  };
+  const size_t n_threads = std::min<size_t>(files.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < n_threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
   nlohmann::json j = nlohmann::json::object();
-  for (const auto& f : files) j[f.filename().string()] = sha256_file(f);
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!errors[i].empty()) fail("{}", errors[i]);
+    j[files[i].filename().string()] = sums[i];
+  }
   return j;
 }
 

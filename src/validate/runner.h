@@ -41,7 +41,9 @@ struct ValidateOptions {
 // The matrix in run order: dense first (every other cell's KL is measured against it).
 std::vector<CellSpec> plan_cells(const ValidateOptions& opt);
 
-// sha256 of every *.safetensors file (and config.json) of a model folder, by file name.
+// sha256 of every *.safetensors file (and config.json) of a model folder, by file name: the
+// files hashed in parallel (one thread each, at most one per core). Throws Error naming a file
+// that cannot be read.
 nlohmann::json hash_model_files(const std::filesystem::path& dir);
 
 // The machine this runs on: host name, kernel, CPU model and count, memory; the backend the

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
+#include <random>
 
 #include "core/error.h"
 #include "io/sha256.h"
@@ -26,20 +28,69 @@ fs::path temp_dir(const std::string& name) {
   return d;
 }
 
+std::string hex_of(Sha256::Impl impl, std::string_view data) {
+  Sha256 h(impl);
+  h.update(data);
+  return h.finish_hex();
+}
+
+// Both implementations: the portable code and, where the CPU has them, the SHA extensions.
+std::vector<Sha256::Impl> impls() {
+  std::vector<Sha256::Impl> v{Sha256::Impl::Portable};
+  if (Sha256::hardware_available()) v.push_back(Sha256::Impl::Fastest);
+  return v;
+}
+
 TEST(Sha256, KnownVectors) {
-  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
-            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-  Sha256 h;  // a million 'a', fed in uneven pieces
-  std::string chunk(997, 'a');
-  size_t left = 1000000;
-  while (left) {
-    size_t n = std::min(left, chunk.size());
-    h.update(chunk.data(), n);
-    left -= n;
+  std::printf("SHA extensions on this CPU: %s\n", Sha256::hardware_available() ? "yes" : "no");
+  for (Sha256::Impl impl : impls()) {
+    EXPECT_EQ(Sha256(impl).hardware(), impl == Sha256::Impl::Fastest);
+    EXPECT_EQ(hex_of(impl, ""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    EXPECT_EQ(hex_of(impl, "abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    EXPECT_EQ(hex_of(impl, "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+              "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    Sha256 h(impl);  // a million 'a', fed in uneven pieces
+    std::string chunk(997, 'a');
+    size_t left = 1000000;
+    while (left) {
+      size_t n = std::min(left, chunk.size());
+      h.update(chunk.data(), n);
+      left -= n;
+    }
+    EXPECT_EQ(h.finish_hex(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
   }
-  EXPECT_EQ(h.finish_hex(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+// Random bytes of lengths around the block and padding boundaries, and one of a few MB, against
+// coreutils' sha256sum on the same file, through both implementations and sha256_file.
+TEST(Sha256, MatchesSha256sumOnRandomFiles) {
+  if (std::system("sha256sum --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "no sha256sum here";
+  fs::path d = temp_dir("sha_random");
+  std::mt19937_64 g{std::random_device{}()};
+  const size_t sizes[] = {1, 55, 56, 63, 64, 65, 119, 120, 128, 1000, 4096 + 17, (3u << 20) + 5};
+  for (size_t n : sizes) {
+    std::string data(n, '\0');
+    for (char& c : data) c = char(g());
+    const fs::path f = d / ("r" + std::to_string(n));
+    std::ofstream(f, std::ios::binary).write(data.data(), std::streamsize(n));
+    const std::string cmd = "sha256sum '" + f.string() + "' > '" + f.string() + ".sum'";
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+    std::ifstream in(f.string() + ".sum");
+    std::string want;
+    in >> want;
+    for (Sha256::Impl impl : impls()) {
+      EXPECT_EQ(hex_of(impl, data), want) << n << " bytes";
+      Sha256 h(impl);  // in pieces of 1, 63 and 100 bytes
+      for (size_t at = 0, k = 0; at < n; ++k) {
+        const size_t piece = std::min<size_t>(n - at, k % 3 == 0 ? 1 : k % 3 == 1 ? 63 : 100);
+        h.update(data.data() + at, piece);
+        at += piece;
+      }
+      EXPECT_EQ(h.finish_hex(), want) << n << " bytes in pieces";
+    }
+    EXPECT_EQ(sha256_file(f), want) << n << " bytes";
+  }
+  fs::remove_all(d);
 }
 
 TEST(Sha256, FileHashMatchesAndNamesMissingFiles) {
@@ -47,6 +98,40 @@ TEST(Sha256, FileHashMatchesAndNamesMissingFiles) {
   std::ofstream(d / "f") << "abc";
   EXPECT_EQ(sha256_file(d / "f"), sha256_hex("abc"));
   EXPECT_THROW(sha256_file(d / "missing"), tq::Error);
+  fs::remove_all(d);
+}
+
+// Every shard and config.json, hashed in parallel, each under its own name; other files ignored;
+// an unreadable shard named in the error.
+TEST(HashModelFiles, HashesEveryShardByName) {
+  fs::path d = temp_dir("hash_model");
+  std::map<std::string, std::string> want;
+  for (int i = 0; i < 7; ++i) {
+    const std::string name = "model-0000" + std::to_string(i + 1) + "-of-00007.safetensors";
+    std::string data(size_t(1000 + 3001 * i), char('a' + i));
+    std::ofstream(d / name, std::ios::binary) << data;
+    want[name] = sha256_hex(data);
+  }
+  std::ofstream(d / "config.json") << "{}";
+  want["config.json"] = sha256_hex("{}");
+  std::ofstream(d / "tokenizer.json") << "not hashed";
+  const json got = hash_model_files(d);
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, sum] : want) EXPECT_EQ(got.value(name, ""), sum) << name;
+  fs::create_symlink(d / "nowhere", d / "broken.safetensors");  // a dangling link is not a file
+  EXPECT_EQ(hash_model_files(d).size(), want.size());
+  fs::remove(d / "broken.safetensors");
+  fs::create_directory(d / "dir.safetensors");  // a directory is not a file either
+  EXPECT_EQ(hash_model_files(d).size(), want.size());
+  if (::geteuid() != 0) {  // root reads anything
+    fs::permissions(d / "config.json", fs::perms::none);
+    try {
+      hash_model_files(d);
+      ADD_FAILURE() << "an unreadable file was hashed";
+    } catch (const tq::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("config.json"), std::string::npos) << e.what();
+    }
+  }
   fs::remove_all(d);
 }
 
