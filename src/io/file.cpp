@@ -55,6 +55,13 @@ MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
   ::close(fd);
 }
 
+void MappedFile::release(const uint8_t* p, size_t n) const {
+  if (!data_ || p < data_ || p + n > data_ + size_ || n == 0) return;
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (uintptr_t(p) + page - 1) / page * page, hi = (uintptr_t(p) + n) / page * page;
+  if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

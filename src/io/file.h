@@ -23,6 +23,10 @@ class MappedFile {
   MappedFile& operator=(const MappedFile&) = delete;
 
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
+  // Drops the whole pages inside [p, p + n) from this process's memory (madvise DONTNEED): a
+  // loader calls it once a tensor's bytes are copied, so a model's mapped shards do not add their
+  // size to the peak RSS. A later read of those bytes maps them again from the file.
+  void release(const uint8_t* p, size_t n) const;
   const std::filesystem::path& path() const { return path_; }
 
  private:

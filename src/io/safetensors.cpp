@@ -113,6 +113,10 @@ TensorView SafetensorsFile::find(const std::string& name) const {
   return {&t, file_.bytes().data() + header_.data_offset + t.begin};
 }
 
+void SafetensorsFile::release(const TensorView& t) const {
+  if (t.info) file_.release(t.data, size_t(t.info->end - t.info->begin));
+}
+
 TensorStore::TensorStore(const std::filesystem::path& model_dir) : dir_(model_dir) {
   namespace fs = std::filesystem;
   fs::path index = model_dir / "model.safetensors.index.json";
@@ -161,6 +165,11 @@ TensorView TensorStore::get(const std::string& name) const {
   auto it = where_.find(name);
   if (it == where_.end()) fail("{}: tensor '{}' is missing", dir_.string(), name);
   return files_[it->second]->find(name);
+}
+
+void TensorStore::release(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it != where_.end()) files_[it->second]->release(files_[it->second]->find(name));
 }
 
 bool TensorStore::has(const std::string& name) const { return where_.count(name) != 0; }

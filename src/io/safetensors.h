@@ -47,6 +47,8 @@ class SafetensorsFile {
   const std::filesystem::path& path() const { return file_.path(); }
   // nullptr-info view when absent.
   TensorView find(const std::string& name) const;
+  // The tensor's pages leave this process's memory (MappedFile::release); its view stays valid.
+  void release(const TensorView& t) const;
 
  private:
   MappedFile file_;
@@ -66,6 +68,8 @@ class TensorStore {
   std::filesystem::path file_of(const std::string& name) const;
   std::vector<std::filesystem::path> files() const;
   std::vector<std::string> names() const;
+  // After a tensor's bytes are copied (to a backend): its pages leave this process's memory.
+  void release(const std::string& name) const;
 
  private:
   std::filesystem::path dir_;

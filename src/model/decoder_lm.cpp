@@ -46,6 +46,7 @@ class DecoderLm final : public Model {
         if (dt != DType::BF16 && dt != DType::F16 && dt != DType::F32)
           fail("dtype {} is not supported (BF16, F16, F32)", dtype_name(dt));
         Weight w = backend_->load_weight(dt, t.data, rows, cols);
+        store.release(name);  // copied: the mapped pages need not stay
         weight_bytes_ += w.buf.bytes();
         return w;
       });

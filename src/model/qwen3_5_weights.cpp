@@ -18,12 +18,12 @@ class Loader {
   // [rows, cols] matrix.
   Weight matrix(const std::string& name, int64_t rows, int64_t cols) {
     TensorView t = checked(name, {rows, cols});
-    return upload(t.info->dtype, t.data, rows, cols);
+    return released(name, upload(t.info->dtype, t.data, rows, cols));
   }
   // [n] vector, loaded as a [1, n] weight.
   Weight vector(const std::string& name, int64_t n) {
     TensorView t = checked(name, {n});
-    return upload(t.info->dtype, t.data, 1, n);
+    return released(name, upload(t.info->dtype, t.data, 1, n));
   }
   // A Qwen3.5 RMSNorm weight [n], applied as (1 + w): folded once here, in fp32 as transformers
   // computes 1.0 + weight.float().
@@ -32,12 +32,12 @@ class Loader {
     std::vector<float> w(static_cast<size_t>(n));
     to_f32(t.info->dtype, t.data, w.data(), w.size());
     for (float& x : w) x = 1.0f + x;
-    return upload(DType::F32, w.data(), 1, n);
+    return released(name, upload(DType::F32, w.data(), 1, n));
   }
   // Depthwise conv1d taps stored [channels, 1, kernel].
   Weight conv(const std::string& name, int64_t channels, int64_t kernel) {
     TensorView t = checked(name, {channels, 1, kernel});
-    return upload(t.info->dtype, t.data, channels, kernel);
+    return released(name, upload(t.info->dtype, t.data, channels, kernel));
   }
   // q_proj of gated attention: [n_head * 2 * head_dim, hidden], each head's query rows followed
   // by its gate rows (transformers views the output as [.., n_head, 2 * head_dim] and chunks it).
@@ -54,9 +54,15 @@ class Loader {
     }
     *q = upload(t.info->dtype, qb.data(), n_head * head_dim, hidden);
     *gate = upload(t.info->dtype, gb.data(), n_head * head_dim, hidden);
+    store_.release(name);
   }
 
  private:
+  // A tensor's weight is on the backend: its mapped pages need not stay.
+  Weight released(const std::string& name, Weight w) {
+    store_.release(name);
+    return w;
+  }
   TensorView checked(const std::string& name, const std::vector<int64_t>& shape) {
     TensorView t = store_.get(name);
     with_context(store_.file_of(name).string() + ": tensor '" + name + "'", [&] {

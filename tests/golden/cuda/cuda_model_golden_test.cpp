@@ -59,6 +59,19 @@ std::optional<Fixture> find_fixture(const std::string& name) {
 
 int32_t argmax(const float* x, int64_t n) { return int32_t(std::max_element(x, x + n) - x); }
 
+// Every position's logits [ids.size(), vocab], prefilled in chunks of 512 tokens (as the CPU
+// golden test scores).
+std::vector<float> all_logits(Model& m, const std::vector<int32_t>& ids) {
+  const int64_t V = m.config().vocab_size;
+  KvCache cache = m.new_cache();
+  std::vector<float> logits(ids.size() * size_t(V));
+  for (size_t p = 0; p < ids.size(); p += 512) {
+    const size_t n = std::min<size_t>(512, ids.size() - p);
+    m.forward(std::span(ids).subspan(p, n), cache, LogitsMode::All, logits.data() + p * size_t(V));
+  }
+  return logits;
+}
+
 // Greedy-style decode: prefill `prompt`, then feed `forced` one token at a time (the decode path);
 // returns the logits after the last fed token.
 std::vector<float> logits_after(Model& m, const std::vector<int32_t>& prompt,
@@ -116,14 +129,7 @@ TEST_P(CudaModelGolden, LogitsAndArgmaxMatchTransformers) {
     auto ids = ref_->ints(name + ".ids");
     auto want = ref_->floats(name + ".last_logits");
     auto want_argmax = ref_->ints(name + ".argmax");
-    KvCache cache = model_->new_cache();
-    std::vector<float> logits(ids.size() * size_t(V));
-    // Chunks of 512 tokens, as the CPU golden test scores.
-    for (size_t p = 0; p < ids.size(); p += 512) {
-      size_t n = std::min<size_t>(512, ids.size() - p);
-      model_->forward(std::span(ids).subspan(p, n), cache, LogitsMode::All,
-                      logits.data() + p * size_t(V));
-    }
+    const std::vector<float> logits = all_logits(*model_, ids);
     const float* last = logits.data() + (ids.size() - 1) * size_t(V);
     double num = 0, den = 0, worst = 0;
     for (int64_t i = 0; i < V; ++i) {
@@ -155,13 +161,7 @@ TEST_P(CudaModelGolden, ScoreStatsMatchTheFullRows) {
     auto ids = ref_->ints(name + ".ids");
     auto want_nll = ref_->floats(name + ".nll");
     ScoreResult r = score(*model_, ids, 512);
-    KvCache cache = model_->new_cache();
-    std::vector<float> logits(ids.size() * size_t(V));
-    for (size_t p = 0; p < ids.size(); p += 512) {
-      size_t n = std::min<size_t>(512, ids.size() - p);
-      model_->forward(std::span(ids).subspan(p, n), cache, LogitsMode::All,
-                      logits.data() + p * size_t(V));
-    }
+    const std::vector<float> logits = all_logits(*model_, ids);
     ASSERT_EQ(r.nll.size(), ids.size() - 1) << name;
     ASSERT_EQ(r.argmax.size(), ids.size()) << name;
     double worst_ref = 0;
@@ -240,8 +240,9 @@ TEST_P(CudaModelGolden, GreedyTokensEqualTheCpuEngine) {
     while (same < got.size() && got[same] == want[same]) ++same;
     std::printf("[%s cuda vs cpu] %s: %zu of %zu greedy tokens before the first difference\n",
                 GetParam().c_str(), name.c_str(), same, n);
-    if (same < n_ref)
+    if (same < n_ref) {
       EXPECT_TRUE(near_tie(*model_, *cpu_model, prompt, want, same, got[same], name)) << name;
+    }
     ++cases;
   }
   ASSERT_GT(cases, 0);

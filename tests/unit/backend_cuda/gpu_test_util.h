@@ -60,4 +60,27 @@ inline std::vector<float> from_dev(Backend& be, const DeviceBuffer& b, size_t n_
   return v;
 }
 
+// One logits row of a given shape for the logits summary tests (logits_top, logits_stats).
+enum class RowShape { Normal, Ties, TiesAndNegInf, FewFinite, SignedZeros, NoFinite, Close, PosInf, NaN };
+inline void fill_logits_row(float* r, int64_t vocab, RowShape shape) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  std::normal_distribution<float> nd(0.0f, 4.0f);
+  std::uniform_int_distribution<int> small(-3, 3);
+  auto& g = rng();
+  for (int64_t i = 0; i < vocab; ++i) {
+    float& x = r[i];
+    switch (shape) {
+      case RowShape::Normal: x = nd(g); break;
+      case RowShape::Ties: x = float(small(g)) * 0.25f; break;
+      case RowShape::TiesAndNegInf: x = (g() % 3 == 0) ? -kInf : float(small(g)); break;
+      case RowShape::FewFinite: x = (g() % 3000 == 0) ? nd(g) : -kInf; break;  // fewer than 64
+      case RowShape::SignedZeros: x = (g() % 2) ? -0.0f : (g() % 2 ? 0.0f : nd(g)); break;
+      case RowShape::NoFinite: x = -kInf; break;
+      case RowShape::Close: x = nd(g) * 1e-3f + 20.0f; break;  // rounding ties
+      case RowShape::PosInf: x = (g() % 5000 == 0) ? kInf : nd(g); break;
+      case RowShape::NaN: x = (g() % 5000 == 0) ? std::numeric_limits<float>::quiet_NaN() : nd(g); break;
+    }
+  }
+}
+
 }  // namespace tq::test

@@ -14,31 +14,11 @@
 namespace tq::test {
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-void fill_row(float* r, int64_t vocab, int shape) {
-  std::normal_distribution<float> nd(0.0f, 4.0f);
-  std::uniform_int_distribution<int> small(-3, 3);
-  auto& g = rng();
-  for (int64_t i = 0; i < vocab; ++i) {
-    float& x = r[i];
-    switch (shape) {
-      case 0: x = nd(g); break;
-      case 1: x = float(small(g)) * 0.25f; break;                   // heavy ties
-      case 2: x = (g() % 3 == 0) ? -kInf : float(small(g)); break;  // ties and -inf
-      case 3: x = -kInf; break;                                     // nothing finite
-      case 4: x = (g() % 5000 == 0) ? kInf : nd(g); break;          // +inf entries
-      case 5: x = (g() % 5000 == 0) ? kNaN : nd(g); break;          // NaN entries
-      default: x = nd(g) * 1e-3f + 30.0f; break;                    // close values
-    }
-  }
-}
 
 void check_case(Backend& be, int64_t vocab, int64_t n_rows, int iter) {
   auto& g = rng();
   std::vector<float> host(size_t(vocab * n_rows));
-  for (int64_t r = 0; r < n_rows; ++r) fill_row(host.data() + r * vocab, vocab, int(g() % 7));
+  for (int64_t r = 0; r < n_rows; ++r) fill_logits_row(host.data() + r * vocab, vocab, RowShape(g() % 9));
   DeviceBuffer dev = to_dev(be, host);
   std::vector<LogitsStatsRow> rows;
   for (int64_t r = n_rows - 1; r >= 0; --r)

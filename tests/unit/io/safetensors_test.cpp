@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <unistd.h>
 
 #include "common/fixtures.h"
 #include "core/error.h"
@@ -143,6 +144,42 @@ TEST(Safetensors, TruncatedFileOnDiskNamesTheFile) {
 
 namespace tq {
 namespace {
+
+// The process's resident memory, from /proc/self/statm (pages).
+size_t resident_bytes() {
+  std::ifstream f("/proc/self/statm");
+  size_t total = 0, resident = 0;
+  f >> total >> resident;
+  return resident * size_t(::sysconf(_SC_PAGESIZE));
+}
+
+// A loaded tensor's pages leave the process (RSS falls by its size) and its bytes read back the
+// same from the file afterwards.
+TEST(Safetensors, ReleasedTensorLeavesTheProcessAndReadsBack) {
+  constexpr size_t kData = 64u << 20;
+  const std::string header = R"({"w":{"dtype":"U8","shape":[)" + std::to_string(kData) +
+                             R"(],"data_offsets":[0,)" + std::to_string(kData) + "]}}";
+  auto b = image(header, kData);
+  for (size_t i = 0; i < kData; ++i) b[b.size() - kData + i] = uint8_t(i * 2654435761u >> 13);
+  auto path = std::filesystem::temp_directory_path() / ("tq_release_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(path);
+  std::ofstream(path / "model.safetensors", std::ios::binary)
+      .write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+  {
+    TensorStore store(path);
+    TensorView t = store.get("w");
+    const size_t before = resident_bytes();
+    volatile uint8_t sink = 0;
+    for (size_t i = 0; i < kData; i += 4096) sink = sink + t.data[i];  // every page in
+    const size_t touched = resident_bytes();
+    EXPECT_GT(touched, before + kData * 9 / 10) << "the tensor's pages were not mapped in";
+    store.release("w");
+    EXPECT_LT(resident_bytes(), touched - kData * 9 / 10) << "the pages stayed resident";
+    EXPECT_EQ(std::memcmp(t.data, b.data() + b.size() - kData, kData), 0) << "bytes after release";
+    store.release("no such tensor");  // ignored
+  }
+  std::filesystem::remove_all(path);
+}
 
 TEST(Safetensors, NumberOutOfRangeInHeaderIsAnError) {
   std::string h = R"({"w":{"dtype":"F32","shape":[1e99999],"data_offsets":[0,4]}})";
