@@ -266,7 +266,10 @@ void run(const MakeArgs& a) {
   index["metadata"] = {{"total_size", total}, {"total_parameters", params}};
   for (int s = 0; s < n_shard; ++s) {
     nlohmann::ordered_json h;
-    h["__metadata__"] = {{"format", "pt"}};
+    // The generator, so that tools reading the model (the validation report) can say its weights
+    // are random.
+    h["__metadata__"] = {{"format", "pt"},
+                         {"generator", fmt::format("tqserve make-model --like {} --random --seed {}", a.like, a.seed)}};
     for (const Tensor& t : ts)
       if (t.shard == s) {
         h[t.name] = {{"dtype", "BF16"}, {"shape", t.shape},

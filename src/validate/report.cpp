@@ -152,6 +152,18 @@ json evaluate_checks(const json& cells) {
   return checks;
 }
 
+namespace {
+
+// A model written by `tqserve make-model` has random weights: its distributions are near uniform,
+// so the quality checks (top-1 above all: near ties flip) say little about a trained model.
+std::string random_weights_note(const json& rep) {
+  return fmt::format("random, written by `{}`: near-uniform distributions, so the quality checks "
+                     "(top-1, needles, NLL) measure the runner, not a trained model's quality",
+                     rep.value("model_generator", std::string()));
+}
+
+}  // namespace
+
 std::string render_table(const json& rep) {
   std::string s = fmt::format("# Validation: {}\n\n", rep.value("model_dir", std::string()));
   s += fmt::format("- version {}, {} .. {}\n- machine: {} ({} CPUs, {}), backend {}\n", rep.value("version", std::string()),
@@ -160,6 +172,7 @@ std::string render_table(const json& rep) {
                    format_bytes(rep["machine"].value("mem_total_bytes", uint64_t(0))),
                    rep["machine"].value("backend", std::string("?")));
   if (rep["machine"].contains("gpu")) s += fmt::format("- GPU: {}\n", rep["machine"]["gpu"].get<std::string>());
+  if (rep.contains("model_generator")) s += fmt::format("- weights: {}\n", random_weights_note(rep));
   s += fmt::format("- documents: {} tokens; suffix throughput measured from half of each prompt\n\n",
                    rep["settings"].value("tokens", 0));
   s += "| cell | prefill tok/s | suffix tok/s | decode tok/s | peak RSS MiB | backend MiB | KV peak MiB | mean NLL | "
@@ -211,6 +224,7 @@ std::string render_html(const json& rep) {
                    rep.value("started", std::string()), rep.value("finished", std::string()),
                    html_escape(rep["machine"].value("cpu", std::string("?"))), rep["machine"].value("cpus", 0),
                    html_escape(rep["machine"].value("gpu", rep["machine"].value("backend", std::string("cpu")))));
+  if (rep.contains("model_generator")) h += fmt::format("<p>Weights: {}</p>", html_escape(random_weights_note(rep)));
   h += "<h2>Memory over time</h2><div>";
   for (const auto& c : rep["cells"]) h += memory_plot(c);
   h += "</div><h2>Throughput and quality per mode</h2><div>";

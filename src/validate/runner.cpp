@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/memory_probe.h"
 #include "io/file.h"
+#include "io/safetensors.h"
 #include "io/sha256.h"
 #include "tokenizer/tokenizer.h"
 #include "validate/atomic_file.h"
@@ -121,6 +122,18 @@ nlohmann::json hash_model_files(const std::filesystem::path& dir) {
     j[files[i].filename().string()] = sums[i];
   }
   return j;
+}
+
+std::string model_generator(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".safetensors") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  if (files.empty()) return "";
+  const SafetensorsFile first(files.front());
+  const auto& meta = first.header().metadata;
+  auto it = meta.find("generator");
+  return it != meta.end() && it->second.rfind("tqserve make-model", 0) == 0 ? it->second : "";
 }
 
 nlohmann::json machine_info(const std::string& device, const std::string& gpu) {
@@ -248,6 +261,7 @@ int run_validation(const ValidateOptions& o) {
   report["finished"] = utc_now();
   report["machine"] = machine_info(o.device, o.gpu);
   report["model_dir"] = fs::absolute(o.model_dir).string();
+  if (std::string g = model_generator(o.model_dir); !g.empty()) report["model_generator"] = g;
   report["model_hashes_before"] = hashes_before;
   report["model_hashes_after"] = hashes_after;
   report["settings"] = fp;

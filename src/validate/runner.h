@@ -46,6 +46,10 @@ std::vector<CellSpec> plan_cells(const ValidateOptions& opt);
 // that cannot be read.
 nlohmann::json hash_model_files(const std::filesystem::path& dir);
 
+// The generator a model folder's first shard names in its safetensors metadata when `tqserve
+// make-model` wrote it (random weights), else "". Throws Error when the shard cannot be read.
+std::string model_generator(const std::filesystem::path& dir);
+
 // The machine this runs on: host name, kernel, CPU model and count, memory; the backend the
 // cells use ("cpu" or "cuda") and the GPU's description when given.
 nlohmann::json machine_info(const std::string& device = "cpu", const std::string& gpu = "");

@@ -15,6 +15,7 @@
 #include "common/serve_process.h"
 #include "io/file.h"
 #include "io/safetensors.h"
+#include "validate/runner.h"
 #include "model/model_config.h"
 
 namespace tq::test {
@@ -53,6 +54,9 @@ TEST(MakeModel, TinyModelLoadsAndGenerates) {
   EXPECT_EQ(store.get("lm_head.weight").info->shape, (std::vector<int64_t>{8192, 256}));
   EXPECT_EQ(store.get("model.layers.0.self_attn.k_proj.weight").info->dtype, DType::BF16);
   EXPECT_TRUE(fs::exists(d.path / "tokenizer.json"));
+  // Marked as generated, with its recipe: the validation report names the weights as random.
+  EXPECT_EQ(validate::model_generator(d.path), "tqserve make-model --like tiny --random --seed 3");
+  EXPECT_EQ(validate::model_generator(repo_path("models/micro-qwen3")), "");
 
   CmdResult g = run_tqserve("generate --model " + d.path.string() +
                     " --prompt-ids 10,20,30,40 --max-tokens 12 --ignore-eos --json");

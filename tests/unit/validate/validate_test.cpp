@@ -228,6 +228,11 @@ TEST(Report, TableAndHtmlAreSelfContained) {
   EXPECT_NE(t.find("| backend MiB |"), std::string::npos);
   EXPECT_NE(t.find("| 3.0 |"), std::string::npos);
   EXPECT_EQ(t.find("- GPU:"), std::string::npos);  // a CPU run names no GPU
+  EXPECT_EQ(t.find("- weights:"), std::string::npos);  // nor random weights
+  json rnd = rep;
+  rnd["model_generator"] = "tqserve make-model --like tiny --random --seed 0";
+  EXPECT_NE(render_table(rnd).find("- weights: random, written by `tqserve make-model --like tiny"), std::string::npos);
+  EXPECT_NE(render_html(rnd).find("<p>Weights: random, written by"), std::string::npos);
   json gpu = rep;
   gpu["machine"]["backend"] = "cuda";
   gpu["machine"]["gpu"] = "NVIDIA H200 sm_90";
