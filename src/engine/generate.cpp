@@ -74,7 +74,6 @@ struct Prefiller {
            const std::function<void(int64_t, int64_t)>& sink) {
     const int64_t n = int64_t(ids.size());
     for (int64_t p = 0; p < n;) {
-      if (suffix_from > 0 && !suffix_start && cache.n_tokens() >= suffix_from) suffix_start = Clock::now();
       int64_t m = std::min(chunk, n - p);
       if (policy.turboquant() && !seq.converted() && policy.convert_at > cache.n_tokens())
         m = std::min(m, policy.convert_at - cache.n_tokens());
@@ -111,6 +110,12 @@ struct Prefiller {
       if (sink) sink(p, m);
       p += m;
       if (progress) progress->update(p);
+      if (suffix_from > 0 && !suffix_start && cache.n_tokens() >= suffix_from) {
+        // The suffix starts once the device, not just the host, has finished the tokens before it
+        // (a device backend queues ahead), and includes a conversion forced at its boundary.
+        model.backend().synchronize();
+        suffix_start = Clock::now();
+      }
       if (due() && !convert("forced")) return false;
     }
     return true;

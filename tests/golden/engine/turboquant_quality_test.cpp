@@ -143,6 +143,29 @@ TEST_P(TurboQuantQuality, EightBitGreedyIdenticalToDense) {
               full, cases);
 }
 
+// The suffix a mid-prefill run times (the validation runner's suffix tok/s) starts at its
+// boundary and includes the conversion forced there, as well as every chunk after it.
+TEST_P(TurboQuantQuality, MidPrefillSuffixIncludesItsConversion) {
+  auto prompt = ref_->ints(ref_->case_names("greedy").front() + ".ids");
+  const int64_t B = int64_t(prompt.size()) / 2;
+  GenerateOptions opt;
+  opt.max_tokens = 1;
+  opt.prefill_chunk = 32;
+  opt.suffix_from = B;
+  opt.kv = policy(4, B);
+  GenerateResult r = generate(*model_, prompt, opt);
+  ASSERT_TRUE(r.converted);
+  EXPECT_EQ(r.conversion.at_token, B);
+  double after = 0;
+  for (const ChunkRecord& ch : r.chunks) {
+    EXPECT_TRUE(ch.begin + ch.n <= B || ch.begin >= B) << "a chunk spans the boundary";
+    if (ch.begin >= B) after += ch.seconds;
+  }
+  EXPECT_GT(r.conversion.seconds, 0.0);
+  EXPECT_GE(r.suffix_seconds, after + r.conversion.seconds);
+  EXPECT_LE(r.suffix_seconds, r.prefill_seconds);
+}
+
 TEST_P(TurboQuantQuality, FourBitWithinBars) {
   for (bool mid : {false, true}) {
     double dense_nll = 0;
