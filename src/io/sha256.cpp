@@ -76,6 +76,12 @@ void Sha256::block(const uint8_t* p) {
   h_[4] += e; h_[5] += f; h_[6] += g; h_[7] += h;
 }
 
+void Sha256::blocks(const uint8_t* p, size_t n) {
+  if (hw_) detail::sha256_x86_blocks(h_.data(), p, n);
+  else
+    for (size_t i = 0; i < n; ++i) block(p + 64 * i);
+}
+
 void Sha256::update(const void* data, size_t n) {
   const uint8_t* p = static_cast<const uint8_t*>(data);
   total_ += n;
@@ -86,19 +92,14 @@ void Sha256::update(const void* data, size_t n) {
     p += take;
     n -= take;
     if (buf_len_ == 64) {
-      if (hw_) detail::sha256_x86_blocks(h_.data(), buf_, 1);
-      else block(buf_);
+      blocks(buf_, 1);
       buf_len_ = 0;
     }
   }
-  if (n >= 64) {
-    const size_t full = n / 64;
-    if (hw_) detail::sha256_x86_blocks(h_.data(), p, full);
-    else
-      for (size_t i = 0; i < full; ++i) block(p + 64 * i);
-    p += 64 * full;
-    n -= 64 * full;
-  }
+  const size_t full = n / 64;
+  blocks(p, full);
+  p += 64 * full;
+  n -= 64 * full;
   if (n > 0) {
     std::memcpy(buf_, p, n);
     buf_len_ = n;

@@ -24,7 +24,8 @@ class Sha256 {
   std::string finish_hex();
 
  private:
-  void block(const uint8_t* p);
+  void block(const uint8_t* p);                 // the portable compression function
+  void blocks(const uint8_t* p, size_t n);      // n 64-byte blocks on the chosen implementation
   std::array<uint32_t, 8> h_{};
   uint8_t buf_[64] = {};
   size_t buf_len_ = 0;

@@ -9,7 +9,6 @@
 
 namespace tq::detail {
 
-
 bool sha256_x86_available() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return false;

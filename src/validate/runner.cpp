@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <map>
 #include <cmath>
@@ -16,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/memory_probe.h"
+#include "core/thread_pool.h"
 #include "io/file.h"
 #include "io/safetensors.h"
 #include "io/sha256.h"
@@ -91,31 +91,34 @@ std::vector<CellSpec> plan_cells(const ValidateOptions& o) {
   return cells;
 }
 
-nlohmann::json hash_model_files(const std::filesystem::path& dir) {
+namespace {
+
+// A model folder's *.safetensors files (and config.json when asked), sorted by name.
+std::vector<std::filesystem::path> model_files(const std::filesystem::path& dir, bool with_config) {
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(dir))
     if (e.is_regular_file() &&
-        (e.path().extension() == ".safetensors" || e.path().filename() == "config.json"))
+        (e.path().extension() == ".safetensors" || (with_config && e.path().filename() == "config.json")))
       files.push_back(e.path());
   std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
+
+nlohmann::json hash_model_files(const std::filesystem::path& dir) {
+  const std::vector<std::filesystem::path> files = model_files(dir, true);
   if (files.empty()) fail("{}: no .safetensors files to hash", dir.string());
-  // One thread per file (a sharded 8B model: 5 files of up to 4 GB), at most one per core.
+  // One file a thread (a sharded 8B model: 5 files of up to 4 GB), at most one thread a core.
   std::vector<std::string> sums(files.size()), errors(files.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next++) < files.size();) {
-      try {
-        sums[i] = sha256_file(files[i]);
-      } catch (const std::exception& e) {
-        errors[i] = e.what();
-      }
+  ThreadPool pool(int(std::min<size_t>(files.size(), std::max(1u, std::thread::hardware_concurrency()))));
+  pool.parallel_for(int(files.size()), [&](int i) {
+    try {
+      sums[size_t(i)] = sha256_file(files[size_t(i)]);
+    } catch (const std::exception& e) {
+      errors[size_t(i)] = e.what();
     }
-  };
-  const size_t n_threads = std::min<size_t>(files.size(), std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < n_threads; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
+  });
   nlohmann::json j = nlohmann::json::object();
   for (size_t i = 0; i < files.size(); ++i) {
     if (!errors[i].empty()) fail("{}", errors[i]);
@@ -125,10 +128,7 @@ nlohmann::json hash_model_files(const std::filesystem::path& dir) {
 }
 
 std::string model_generator(const std::filesystem::path& dir) {
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    if (e.is_regular_file() && e.path().extension() == ".safetensors") files.push_back(e.path());
-  std::sort(files.begin(), files.end());
+  const std::vector<std::filesystem::path> files = model_files(dir, false);
   if (files.empty()) return "";
   const SafetensorsFile first(files.front());
   const auto& meta = first.header().metadata;

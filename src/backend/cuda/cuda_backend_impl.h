@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -208,10 +209,12 @@ class CudaBackend final : public Backend {
   void logits_stats(const float* logits, int64_t vocab, std::span<const LogitsStatsRow> rows,
                     LogitsStats* out) override {
     static_assert(sizeof(LogitsStats) == sizeof(cuda::RowStats) &&
-                  sizeof(LogitsStatsRow) == sizeof(cuda::StatsRowDesc));
-    stats_desc_.clear();
-    for (const LogitsStatsRow& r : rows) stats_desc_.push_back({r.row, r.target});
-    top_ws_.run_stats(logits, vocab, stats_desc_, reinterpret_cast<cuda::RowStats*>(out), stream_);
+                  sizeof(LogitsStatsRow) == sizeof(cuda::StatsRowDesc) &&
+                  offsetof(LogitsStatsRow, target) == offsetof(cuda::StatsRowDesc, target) &&
+                  offsetof(LogitsStats, argmax) == offsetof(cuda::RowStats, argmax));
+    const std::span<const cuda::StatsRowDesc> desc(reinterpret_cast<const cuda::StatsRowDesc*>(rows.data()),
+                                                   rows.size());
+    top_ws_.run_stats(logits, vocab, desc, reinterpret_cast<cuda::RowStats*>(out), stream_);
   }
 
  private:
@@ -340,7 +343,6 @@ class CudaBackend final : public Backend {
   // logits_top / logits_stats: row descriptors and adjustments of a call, staging (logits_top.h).
   std::vector<cuda::TopRowDesc> top_desc_;
   std::vector<cuda::TopAdjust> top_adj_;
-  std::vector<cuda::StatsRowDesc> stats_desc_;
   cuda::LogitsTopWorkspace top_ws_;
   void batch_grow(int64_t n_desc, size_t ws_bytes);
   const cuda::DecodeSeqDesc* batch_upload(const cuda::DecodeSeqDesc* d, int64_t n, int which);
