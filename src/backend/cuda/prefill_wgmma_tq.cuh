@@ -95,6 +95,9 @@ __device__ __forceinline__ void tq_decode_tile_alu(const uint8_t* rs, uint8_t* k
   const uint32_t* sb = reinterpret_cast<const uint32_t*>(rs + 2 * kCodeBytes) + r0;
   const uint32_t o0 = uint32_t((q >> 1) * kRows * 128 + r0 * 128);
   const int x0 = (4 * (q & 1)) ^ rl;  // fp16 chunk 4q + j of row r0 at slot x0 ^ j
+  // The magnitudes as half2 pairs (M0, M1) .. (M6, M7), rebuilt from the planes once a tile.
+  const uint32_t mh[4] = {prmt_s(pl[0], pl[2], 0x5140u), prmt_s(pl[0], pl[2], 0x7362u),
+                          prmt_s(pl[1], pl[3], 0x5140u), prmt_s(pl[1], pl[3], 0x7362u)};
   uint4 code = *reinterpret_cast<const uint4*>(cb + which_of(kN0) * kCodeBytes + k_of(kN0) * 32 * 64);
   uint32_t s2 = sb[which_of(kN0) * kRows + k_of(kN0) * 32];
 #pragma unroll kDecUnroll
@@ -106,12 +109,19 @@ __device__ __forceinline__ void tq_decode_tile_alu(const uint8_t* rs, uint8_t* k
       code = *reinterpret_cast<const uint4*>(cb + wn * kCodeBytes + kn * 32 * 64);
       s2 = sb[wn * kRows + kn * 32];
     }
+    // The row's scale goes into the planes (4 HMUL2 + 4 prmt a row instead of 16 HMUL2): fp16
+    // rounding is symmetric, so sign(c) * fp16(|c| s) equals fp16(c s) bit for bit.
+    uint32_t ms[4], sp[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) ms[i] = hmul2(mh[i], s_cur);
+    sp[0] = prmt_s(ms[0], ms[1], 0x6420u), sp[1] = prmt_s(ms[2], ms[3], 0x6420u);
+    sp[2] = prmt_s(ms[0], ms[1], 0x7531u), sp[3] = prmt_s(ms[2], ms[3], 0x7531u);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       uint32_t o[4];
-      decode8(words[j], pl, o);
+      decode8(words[j], sp, o);
       *reinterpret_cast<uint4*>(ks + o0 + which * kTileBytes + k * 32 * 128 + ((x0 ^ j) << 4)) =
-          make_uint4(hmul2(o[0], s_cur), hmul2(o[1], s_cur), hmul2(o[2], s_cur), hmul2(o[3], s_cur));
+          make_uint4(o[0], o[1], o[2], o[3]);
     }
   }
 }
