@@ -90,12 +90,6 @@ struct WgParams {
   float q_mul;  // scale * log2(e)
   uint32_t v_lbo, v_sbo;  // V descriptor: 64-column half stride, 8-key group stride (bytes)
   float cent[16];         // TurboQuant centroids (one codebook for K and V)
-  // TurboQuant: W exact fp16 rows after the L records, keys L .. L + W - 1
-  // ([n_kv][t_head_stride][128]), copied into the stages as they are.
-  const uint8_t* tk;
-  const uint8_t* tv;
-  int64_t t_head_stride;
-  int W;
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -206,11 +200,7 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1) prefill_wgmma_kerne
   const int h = blockIdx.x, hk = h / p.group;
   const int m0 = int(gridDim.y - 1 - blockIdx.y) * kBM;  // heaviest causal rows first
   const int j_hi = p.causal ? min(p.L, p.off + m0 + kBM) : p.L;
-  // Tiles 0 .. n_rec - 1 hold keys of the K/V arrays, then the exact tail's (key L + j at tail
-  // row j: position offset off - L, the same causal rule).
-  const int n_rec = j_hi > 0 ? (j_hi + kBN - 1) / kBN : 0;
-  const int w_hi = !kTq || p.W <= 0 ? 0 : p.causal ? min(p.W, p.off - p.L + m0 + kBM) : p.W;
-  const int n_tiles = n_rec + (w_hi > 0 ? (w_hi + kBN - 1) / kBN : 0);
+  const int n_tiles = j_hi > 0 ? (j_hi + kBN - 1) / kBN : 0;
 
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) mbar_init(full + s, 128 * C::kProdWgs), mbar_init(empty + s, 8);
@@ -289,31 +279,11 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1) prefill_wgmma_kerne
           reinterpret_cast<uint16_t*>(sc)[tid] = sk, reinterpret_cast<uint16_t*>(sc)[kBN + tid] = sv;
         }
       };
-      if (n_rec > 0) issue(0), load_scales(0), store_scales(0);
+      if (n_tiles > 0) issue(0), load_scales(0), store_scales(0);
       cp_commit();
       for (int it = 0; it < n_tiles; ++it) {
         const int s = it % kStages;
-        if (it >= n_rec) {  // an exact tail tile: its fp16 rows copied into the stage as they are
-          if (it >= kStages) mbar_wait(empty + s, ((it / kStages) - 1) & 1);
-          uint8_t* ks = kv + s * 2 * kTileBytes;
-          const int64_t t_base = int64_t(hk) * p.t_head_stride;
-          constexpr int kRowsIn = kHalf ? kBN / 2 : kBN;
-#pragma unroll 4
-          for (int i = pt; i < kRowsIn * 16; i += 128) {
-            const int r = half * kRowsIn + (i >> 4), c = i & 15, j = (it - n_rec) * kBN + r;
-            const bool ok = j < p.W;
-            const int64_t off = (t_base + (ok ? j : 0)) * (kD * 2) + c * 16;
-            const uint32_t o = sw128(r, c, kBN);
-            cp_async16_zfill(ks + o, p.tk + off, ok ? 16 : 0);
-            cp_async16_zfill(ks + kTileBytes + o, p.tv + off, ok ? 16 : 0);
-          }
-          cp_commit();
-          cp_wait<0>();
-          proxy_fence();
-          mbar_arrive(full + s);
-          continue;
-        }
-        const bool more = it + 1 < n_rec;
+        const bool more = it + 1 < n_tiles;
         if (more) issue(it + 1), load_scales(it + 1);
         cp_commit();
         cp_wait<1>();
@@ -418,13 +388,9 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1) prefill_wgmma_kerne
   const int row0 = r0 + warp * 16 + g;  // this thread's rows: row0, row0 + 8
 
   for (int it = 0; it < n_tiles; ++it) {
-    const int s = it % kStages;
-    // Records (K/V arrays) or exact tail tile: first key, key count, position offset.
-    const bool tail = kTq && it >= n_rec;
-    const int n0 = (tail ? it - n_rec : it) * kBN, lim = tail ? p.W : p.L;
-    const int off = tail ? p.off - p.L : p.off;
+    const int s = it % kStages, n0 = it * kBN;
     mbar_wait(full + s, (it / kStages) & 1);
-    const bool skip = p.causal && n0 > off + r0 + 63;
+    const bool skip = p.causal && n0 > p.off + r0 + 63;
     if (!skip) {
       const uint32_t k_addr = kv_addr + s * 2 * kTileBytes, v_addr = k_addr + kTileBytes;
       float d[64];
@@ -438,14 +404,14 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1) prefill_wgmma_kerne
       wg_commit();
       wg_wait0();
       keep(d);
-      const bool need_mask = n0 + kBN > lim || (p.causal && n0 + kBN - 1 > off + r0);
+      const bool need_mask = n0 + kBN > p.L || (p.causal && n0 + kBN - 1 > p.off + r0);
       if (need_mask) {
 #pragma unroll
         for (int i = 0; i < 16; ++i)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int t = row0 + (e >> 1) * 8, j = n0 + i * 8 + 2 * c4 + (e & 1);
-            const bool vis = j < lim && (!p.causal || j <= off + t);
+            const bool vis = j < p.L && (!p.causal || j <= p.off + t);
             if (!vis) d[4 * i + e] = -INFINITY;
           }
       }
@@ -552,7 +518,7 @@ bool prefill_wgmma_handles(const PrefillAttnArgs& a) {
   if (a.head_dim != 128 || a.window != 0 || a.T < 1 || a.n_head <= 0 || a.n_head_kv <= 0 ||
       a.n_head % a.n_head_kv != 0)
     return false;
-  if (a.format == KvFormat::BF16) return a.tail_len == 0;
+  if (a.format == KvFormat::BF16) return true;
   if (a.format != KvFormat::TurboQuant || !a.k_codec || !a.v_codec || !a.k_scale || !a.v_scale)
     return false;
   const TqCodecDev &kc = *a.k_codec, &vc = *a.v_codec;
@@ -560,11 +526,6 @@ bool prefill_wgmma_handles(const PrefillAttnArgs& a) {
   for (int i = 0; i < 16; ++i)
     if (kc.centroids[i] != vc.centroids[i]) return false;
   return true;
-}
-
-bool prefill_wgmma_fuses_tail(const PrefillAttnArgs& a, void* stream) {
-  return a.format == KvFormat::TurboQuant && prefill_wgmma_tq_enabled() && prefill_wgmma_handles(a) &&
-         prefill_wgmma_available(stream);
 }
 
 bool prefill_wgmma_enabled() {
@@ -620,9 +581,7 @@ void prefill_attention_wgmma(const PrefillAttnArgs& a, void* stream, TqDecode de
   const int64_t big = int64_t(1) << 29;
   if (a.T >= big || a.L < 0 || a.L >= big || std::llabs(a.q_pos0) >= big ||
       std::llabs(a.k_pos0) >= big || (a.L > 0 && a.head_stride < a.L) ||
-      a.head_stride >= (int64_t(1) << 40) || a.tail_len < 0 || a.tail_len >= big ||
-      (a.tail_len > 0 && (!a.tail_k || !a.tail_v || a.tail_stride < a.tail_len ||
-                          a.tail_stride >= (int64_t(1) << 40))))
+      a.head_stride >= (int64_t(1) << 40))
     raise("prefill_attention_wgmma: positions or lengths out of range");
   const bool tq = a.format == KvFormat::TurboQuant;
   WgParams p{};
@@ -634,8 +593,6 @@ void prefill_attention_wgmma(const PrefillAttnArgs& a, void* stream, TqDecode de
   const float scale = a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(float(kD));
   p.q_mul = scale * kLog2e;
   p.v_lbo = kBN * 128, p.v_sbo = 1024;
-  p.tk = reinterpret_cast<const uint8_t*>(a.tail_k), p.tv = reinterpret_cast<const uint8_t*>(a.tail_v);
-  p.t_head_stride = a.tail_stride, p.W = int(a.tail_len);
   if (tq)
     for (int i = 0; i < 16; ++i) p.cent[i] = a.k_codec->centroids[i];
   if (decode == TqDecode::kDefault) decode = prefill_wgmma_tq_decode();

@@ -33,10 +33,6 @@ TqDecode prefill_wgmma_tq_decode();
 // kAlu request runs the table decode.
 bool prefill_wgmma_alu_decodes(const float (&centroids)[16]);
 
-// Whether prefill_attention() runs `a` (TurboQuant) on this kernel, the one that also takes
-// exact tail rows (PrefillAttnArgs::tail_len) in the same launch.
-bool prefill_wgmma_fuses_tail(const PrefillAttnArgs& a, void* stream = nullptr);
-
 // Queues the attention with the Hopper kernel. Throws tq::Error when it is unavailable or does
 // not handle `a`. The caller (prefill_attention) has validated lengths and positions.
 void prefill_attention_wgmma(const PrefillAttnArgs& a, void* stream = nullptr,

@@ -98,10 +98,8 @@ float half_bits(uint16_t b) {
 // Codebook: the codec's; kRandom: 16 random centroids (unsorted, asymmetric, both signs) for K
 // and V alike, which the ALU decode (magnitudes only) must refuse and leave to the table decode;
 // kRandomSymmetric: 8 random magnitudes (unsorted) mirrored, which it takes.
-// W > 0: W exact fp16 rows after the L records (keys L .. L + W - 1, NaN past W), attended in
-// the same launch; the reference sees the records' and the rows' values as one key array.
 enum class Codebook { kCodec, kRandom, kRandomSymmetric };
-void check_tq(Backend& be, const WgCase& c, Codebook book = Codebook::kCodec, int64_t W = 0) {
+void check_tq(Backend& be, const WgCase& c, Codebook book = Codebook::kCodec) {
   constexpr int d = 128;
   quant::TqFormat f;
   f.head_dim = d;
@@ -140,31 +138,10 @@ void check_tq(Backend& be, const WgCase& c, Codebook book = Codebook::kCodec, in
         v[slot * d + size_t(i)] = vc.centroids[(i & 1) ? bv >> 4 : bv & 15] * sv;
       }
     }
-  // The exact tail: fp16 rows [n_kv][t_stride][d]; the reference's keys: records then rows.
-  const int64_t t_stride = W + 5, all = c.L + W;
-  std::vector<uint16_t> tk(size_t(c.n_kv * t_stride * d), 0x7E01), tv(tk.size(), 0xFE01);
-  std::vector<float> ka(size_t(c.n_kv * std::max<int64_t>(all, 1) * d)), va(ka.size());
-  const auto tkx = randn(size_t(c.n_kv * W * d), 1.3f), tvx = randn(tkx.size());
-  for (int h = 0; h < c.n_kv; ++h)
-    for (int64_t j = 0; j < all; ++j)
-      for (int i = 0; i < d; ++i) {
-        const size_t dst = size_t((h * all + j) * d + i);
-        if (j < c.L) {
-          ka[dst] = k[size_t((h * stride + j) * d + i)], va[dst] = v[size_t((h * stride + j) * d + i)];
-          continue;
-        }
-        const size_t t = size_t((h * t_stride + j - c.L) * d + i);
-        const size_t x = size_t((h * W + j - c.L) * d + i);
-        tk[t] = f32_to_f16(tkx[x]), tv[t] = f32_to_f16(tvx[x]);
-        ka[dst] = f16_to_f32(tk[t]), va[dst] = f16_to_f32(tv[t]);
-      }
-  WgCase ca = c;
-  ca.L = all;
   auto q = randn(size_t(c.T * c.n_head * d));
   std::vector<double> ref, lref;
-  attend(ca, std::max<int64_t>(all, 1), q, ka, va, ref, lref);
+  attend(c, stride, q, k, v, ref, lref);
   DeviceBuffer qd = to_dev(be, q), kd = to_dev(be, kcode), vd = to_dev(be, vcode);
-  DeviceBuffer tkd = to_dev(be, tk), tvd = to_dev(be, tv);
   DeviceBuffer ksd = to_dev(be, ks), vsd = to_dev(be, vs);
   cuda::PrefillAttnArgs a;
   a.q = qd.f32();
@@ -174,10 +151,6 @@ void check_tq(Backend& be, const WgCase& c, Codebook book = Codebook::kCodec, in
   a.k_codec = &kc, a.v_codec = &vc;
   a.head_stride = stride, a.T = c.T, a.L = c.L, a.n_head = c.n_head, a.n_head_kv = c.n_kv;
   a.head_dim = d, a.q_pos0 = c.q_pos0, a.k_pos0 = c.k_pos0, a.causal = c.causal;
-  if (W > 0) {
-    a.tail_k = static_cast<const uint16_t*>(tkd.data()), a.tail_v = static_cast<const uint16_t*>(tvd.data());
-    a.tail_stride = t_stride, a.tail_len = W;
-  }
   ASSERT_TRUE(cuda::prefill_wgmma_handles(a));
   std::vector<float> outs[2], lses[2];
   const cuda::TqDecode decodes[2] = {cuda::TqDecode::kTable, cuda::TqDecode::kAlu};
@@ -190,8 +163,7 @@ void check_tq(Backend& be, const WgCase& c, Codebook book = Codebook::kCodec, in
     }
     cuda::check_last_launch("prefill_attention_wgmma (TurboQuant)");
     outs[dv] = from_dev(be, od, ref.size()), lses[dv] = from_dev(be, ld, lref.size());
-    compare(ca, W ? (dv ? "tq4 alu + tail" : "tq4 table + tail") : (dv ? "tq4 alu" : "tq4 table"),
-            outs[dv], lses[dv], ref, lref);
+    compare(c, dv ? "tq4 alu" : "tq4 table", outs[dv], lses[dv], ref, lref);
   }
   // Same fp16 K/V tiles, same consumers: the outputs are identical (NaN-safe bit compare).
   const auto same_bits = [](const std::vector<float>& x, const std::vector<float>& y) {
@@ -264,21 +236,6 @@ TEST(CudaPrefillWgmma, TurboQuantMatchesCpuDecodedReference) {
   check_tq(*be, {4, 2, 131, 259, 128});          // causal, partial last tiles
   check_tq(*be, {8, 2, 600, 777}, Codebook::kRandom);
   check_tq(*be, {8, 2, 600, 777}, Codebook::kRandomSymmetric);
-}
-
-// Records and exact rows in one launch (the engine's prefill chunk after a conversion): records
-// before the chunk, then rows holding the chunk's own keys (causal), partial tiles on both sides,
-// and a chunk whose first rows are records too (causal over both).
-TEST(CudaPrefillWgmma, TurboQuantWithExactTailMatchesCpuReference) {
-  TQ_REQUIRE_GPU();
-  auto be = make_cuda_backend();
-  if (!cuda::prefill_wgmma_available()) GTEST_SKIP() << "not an sm_90 device";
-  check_tq(*be, {8, 2, 700, 1000, 1000}, Codebook::kCodec, 700);   // records, then the chunk's rows
-  check_tq(*be, {32, 8, 300, 2001, 2101}, Codebook::kCodec, 400);  // 100 older rows in the window
-  check_tq(*be, {4, 2, 129, 4099, 4099}, Codebook::kCodec, 129);
-  check_tq(*be, {8, 2, 500, 300, 100}, Codebook::kCodec, 300);     // records hold the chunk's first 200
-  check_tq(*be, {4, 1, 1, 1, 1}, Codebook::kCodec, 1);             // one query, one record, one row
-  check_tq(*be, {8, 2, 256, 128, 0, 0, false}, Codebook::kRandomSymmetric, 200);  // non-causal
 }
 
 }  // namespace
