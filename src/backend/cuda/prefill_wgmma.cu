@@ -42,9 +42,9 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 // Shared memory: Q | kStages x (K, V) tiles | TurboQuant: 2 raw stages (K codes, V codes, K
 // scales, V scales), the byte-pair table (256 half2 x 32 lane copies) or the ALU decode's 8
-// centroid magnitudes' byte planes | mbarriers.
+// centroid magnitudes (half2 pairs) | mbarriers.
 // Kernel variants: dense bf16; TurboQuant decoded through H8's shared-memory byte-pair table;
-// TurboQuant decoded by ALU only (byte planes of the 8 centroid magnitudes in registers,
+// TurboQuant decoded by ALU only (the 8 centroid magnitudes in registers, as byte planes
 // selected with prmt; the codebook is symmetric).
 enum WgMode { kDense = 0, kTqTable = 1, kTqAlu = 2 };
 template <int kMode>
@@ -55,7 +55,7 @@ struct WgCfg {
   // Scales: fp16 (table) or fp16 pairs (ALU: the half2 multiplier, one 32-bit load).
   static constexpr int kRawStage = 2 * kCodeBytes + (kMode == kTqAlu ? 8 : 4) * kBN;
   static constexpr int kRawOff = kQBytes + kStages * 2 * kTileBytes;
-  static constexpr int kLutOff = kRawOff + (kTq ? 2 * kRawStage : 0);  // table or ALU planes
+  static constexpr int kLutOff = kRawOff + (kTq ? 2 * kRawStage : 0);  // table or ALU magnitudes
   static constexpr int kBarOff = kLutOff + (kMode == kTqTable ? 256 * 32 * 4 : kMode == kTqAlu ? 32 : 0);
   static constexpr int kSmemBytes = kBarOff + 64 + 1024;  // + barriers + alignment slack
   // Producer warpgroups (the ALU decode: 2 by default, each decoding half of every tile's keys),
@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1) prefill_wgmma_kerne
   if constexpr (kMode == kTqAlu) {
     // (Two copies: the producer's lanes read copy lane & 1, so the compiler cannot keep the
     // planes in uniform registers, which prmt cannot take as data: v1 copied them back each use.)
-    if (tid < 8) reinterpret_cast<uint32_t*>(smem + C::kLutOff)[tid] = wgtq::magnitude_plane(p.cent, tid & 3);
+    if (tid < 8) reinterpret_cast<uint32_t*>(smem + C::kLutOff)[tid] = wgtq::magnitude_pair(p.cent, tid & 3);
   }
   if constexpr (kMode == kTqTable) {
     // Byte-pair table: entry e (codes e & 15, e >> 4) as half2, one copy per lane (bank = lane).
@@ -234,12 +234,11 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1) prefill_wgmma_kerne
       const int half = wg, pt = tid & 127, pbar = 3 + half;
       const int64_t kv_base = int64_t(hk) * p.head_stride;
       const int lane = tid & 31;
-      // ALU decode: the byte planes of the 8 fp16 magnitudes, in ordinary registers (prmt's
-      // data operands).
-      uint32_t pl[4];
+      // ALU decode: the 8 fp16 magnitudes as half2 pairs, in ordinary registers.
+      uint32_t mh[4];
       if constexpr (kMode == kTqAlu) {
         const uint4 a = reinterpret_cast<const uint4*>(smem + C::kLutOff)[lane & 1];
-        pl[0] = a.x, pl[1] = a.y, pl[2] = a.z, pl[3] = a.w;
+        mh[0] = a.x, mh[1] = a.y, mh[2] = a.z, mh[3] = a.w;
       }
       uint8_t* raw = smem + C::kRawOff;
       const uint32_t* lut = reinterpret_cast<const uint32_t*>(smem + C::kLutOff);
@@ -293,14 +292,14 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1) prefill_wgmma_kerne
         const uint16_t* sc = reinterpret_cast<const uint16_t*>(rs + 2 * C::kCodeBytes);
         uint8_t* ks = kv + s * 2 * kTileBytes;
         if constexpr (C::kSplitKV) {  // K published first: the S GEMM overlaps the V decode
-          wgtq::tq_decode_tile_alu<0, 4>(rs, ks, tid, pl);
+          wgtq::tq_decode_tile_alu<0, 4>(rs, ks, tid, mh);
           proxy_fence();
           mbar_arrive(full + s);
-          wgtq::tq_decode_tile_alu<4, 8>(rs, ks, tid, pl);
+          wgtq::tq_decode_tile_alu<4, 8>(rs, ks, tid, mh);
         } else if constexpr (kHalf) {
-          wgtq::tq_decode_tile_alu<0, 4, true>(rs, ks, pt, pl, half);
+          wgtq::tq_decode_tile_alu<0, 4, true>(rs, ks, pt, mh, half);
         } else if constexpr (kMode == kTqAlu) {
-          wgtq::tq_decode_tile_alu(rs, ks, tid, pl);
+          wgtq::tq_decode_tile_alu(rs, ks, tid, mh);
         } else {
 #pragma unroll 2  // 4 spills at 56 registers
         for (int i = tid; i < 2 * kBN * 16; i += 128) {  // (K, V) x 128 rows x 16 chunks of 8

@@ -20,18 +20,13 @@ constexpr int kRows = 128, kDim = 128, kCodeBytes = kRows * kDim / 2, kTileBytes
 [[maybe_unused]] constexpr int kDecUnroll = TQ_WG_DEC_UNROLL;  // used by a pragma
 
 // ALU decode: the codebook is symmetric (c[15 - k] = -c[k], ascending: codebook.cpp), so the
-// decode needs only the 8 fp16 magnitudes M[j] = c[8 + j] as byte planes: word i < 2 holds the low
-// bytes of M[4i .. 4i + 3], word 2 + i their high bytes (rounded like the table's pack_half2).
-// Four registers, where v1's 16 centroids took eight and ptxas kept half of them in uniform
-// registers, copied back before every prmt (8 moves per code word).
-__device__ __forceinline__ uint32_t magnitude_plane(const float (&cent)[16], int i) {
-  uint32_t w = 0;
-#pragma unroll
-  for (int b = 0; b < 4; ++b) {
-    const uint32_t h = __half_as_ushort(__float2half_rn(cent[8 + 4 * (i & 1) + b]));
-    w |= (i < 2 ? h & 255u : h >> 8) << (8 * b);
-  }
-  return w;
+// decode needs only the 8 fp16 magnitudes M[j] = c[8 + j]: word i is the half2 (M[2i], M[2i + 1])
+// (rounded like the table's pack_half2). Each row scales them and splits them into byte planes
+// (tq_decode_tile_alu). Four registers, where v1's 16 centroids took eight and ptxas kept half of
+// them in uniform registers, copied back before every prmt (8 moves per code word).
+__device__ __forceinline__ uint32_t magnitude_pair(const float (&cent)[16], int i) {
+  return uint32_t(__half_as_ushort(__float2half_rn(cent[8 + 2 * i]))) |
+         uint32_t(__half_as_ushort(__float2half_rn(cent[9 + 2 * i]))) << 16;
 }
 // Whether the fp16 centroids are symmetric as the ALU decode assumes: c[k] = -c[15 - k] bit for
 // bit and c[8 ..] non-negative (else the caller takes the table decode).
@@ -53,6 +48,8 @@ __device__ __forceinline__ uint32_t hmul2(uint32_t a, uint32_t b) {
   __half2 x = __hmul2(*reinterpret_cast<__half2*>(&a), *reinterpret_cast<__half2*>(&b));
   return *reinterpret_cast<uint32_t*>(&x);
 }
+// Byte planes pl of 8 fp16 magnitudes: word i < 2 holds the low bytes of M[4i .. 4i + 3], word
+// 2 + i their high bytes.
 // Codes n0..n7 (nibble i of w = coordinate i) to the fp16 pairs (c[n0], c[n1]) .. (c[n6], c[n7]):
 // each code's magnitude index (n & 7 for n >= 8, 7 - n below) selects its low and high bytes from
 // the planes by prmt, the sign (n < 8) flips the high byte's top bit through a byte mask from
@@ -86,7 +83,7 @@ __device__ __forceinline__ int raw_slot(int r, int q) { return r * 64 + ((q ^ ((
 // 0 .. 3 = K's and V's k = 2 half, 2 half + 1, i.e. keys 64 half .. 64 half + 63.
 template <int kN0 = 0, int kN1 = 8, bool kHalf = false>
 __device__ __forceinline__ void tq_decode_tile_alu(const uint8_t* rs, uint8_t* ks, int tid,
-                                                   const uint32_t (&pl)[4], int half = 0) {
+                                                   const uint32_t (&mh)[4], int half = 0) {
   static_assert(!kHalf || (kN0 == 0 && kN1 == 4), "a half decodes its 4 row steps");
   const auto which_of = [](int n) { return kHalf ? n >> 1 : n >> 2; };
   const auto k_of = [half](int n) { return kHalf ? 2 * half + (n & 1) : n & 3; };
@@ -95,9 +92,6 @@ __device__ __forceinline__ void tq_decode_tile_alu(const uint8_t* rs, uint8_t* k
   const uint32_t* sb = reinterpret_cast<const uint32_t*>(rs + 2 * kCodeBytes) + r0;
   const uint32_t o0 = uint32_t((q >> 1) * kRows * 128 + r0 * 128);
   const int x0 = (4 * (q & 1)) ^ rl;  // fp16 chunk 4q + j of row r0 at slot x0 ^ j
-  // The magnitudes as half2 pairs (M0, M1) .. (M6, M7), rebuilt from the planes once a tile.
-  const uint32_t mh[4] = {prmt_s(pl[0], pl[2], 0x5140u), prmt_s(pl[0], pl[2], 0x7362u),
-                          prmt_s(pl[1], pl[3], 0x5140u), prmt_s(pl[1], pl[3], 0x7362u)};
   uint4 code = *reinterpret_cast<const uint4*>(cb + which_of(kN0) * kCodeBytes + k_of(kN0) * 32 * 64);
   uint32_t s2 = sb[which_of(kN0) * kRows + k_of(kN0) * 32];
 #pragma unroll kDecUnroll
@@ -109,8 +103,9 @@ __device__ __forceinline__ void tq_decode_tile_alu(const uint8_t* rs, uint8_t* k
       code = *reinterpret_cast<const uint4*>(cb + wn * kCodeBytes + kn * 32 * 64);
       s2 = sb[wn * kRows + kn * 32];
     }
-    // The row's scale goes into the planes (4 HMUL2 + 4 prmt a row instead of 16 HMUL2): fp16
-    // rounding is symmetric, so sign(c) * fp16(|c| s) equals fp16(c s) bit for bit.
+    // The row's scale goes into the magnitudes (mh: magnitude_pair), then into planes (4 HMUL2 + 4
+    // prmt a row instead of 16 HMUL2): fp16 rounding is symmetric, so sign(c) * fp16(|c| s)
+    // equals fp16(c s) bit for bit.
     uint32_t ms[4], sp[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) ms[i] = hmul2(mh[i], s_cur);
