@@ -304,6 +304,12 @@ class Backend {
                         int64_t rows_at) {
     unsupported("tq_write");
   }
+  // tq_write from a dense store's slots [src_at, src_at + T) (conversion without an f32 copy).
+  // false, with nothing written, when this backend cannot read that store directly.
+  virtual bool tq_write_from(const TqStore& dst, int64_t at, const KvStore& src, int64_t src_at,
+                             int64_t T, const TqRows* rows, int64_t rows_at) {
+    return false;
+  }
   virtual void tq_attention(const TqAttentionArgs& a) { unsupported("tq_attention"); }
   // Appends one token per entry (KvAppend) from k, v [*, n_head_kv, head_dim] (f32, backend
   // memory). The base version makes the per-sequence kv_write() / tq_write() calls; a device

@@ -118,6 +118,10 @@ class DenseCache final : public LayerCache {
     TQ_CHECK(t0 >= 0 && n >= 0 && t0 + n <= n_);
     be.kv_read(kv_.store(), t0, n, k, v);
   }
+  bool dense_store(KvStore& out) const override {
+    out = kv_.store();
+    return true;
+  }
 
   void save_block(Backend& be, int64_t t0, std::vector<uint8_t>& out) const override {
     TQ_CHECK(t0 >= 0 && t0 <= n_);

@@ -124,18 +124,24 @@ void DeviceCompressedCache::trim() {
   if (tail_cap_ > 2 * recent_ + 64) rehome_window(2 * recent_ + 64);
 }
 
-void DeviceCompressedCache::write(const float* k, const float* v, int64_t T) {
-  const int64_t stride = s_.n_head_kv * s_.head_dim;
-  reserve(n_ + T);
-  if (recent_ > 0) {
-    ensure_window(held_ + T);
-    const TqRows r = rows();
-    be_->tq_write(store(), n_, k, v, T, stride, s_.head_dim, &r, held_);
-    held_ += T;
+bool DeviceCompressedCache::encode(const float* k, const float* v, const KvStore* src,
+                                   int64_t src_at, int64_t T, bool window) {
+  const TqRows r = window ? rows() : TqRows{};
+  const TqRows* rp = window ? &r : nullptr;
+  if (src) {
+    if (!be_->tq_write_from(store(), n_, *src, src_at, T, rp, held_)) return false;
   } else {
-    be_->tq_write(store(), n_, k, v, T, stride, s_.head_dim, nullptr, 0);
+    be_->tq_write(store(), n_, k, v, T, s_.n_head_kv * s_.head_dim, s_.head_dim, rp, held_);
   }
+  if (window) held_ += T;
   n_ += T;
+  return true;
+}
+
+void DeviceCompressedCache::write(const float* k, const float* v, int64_t T) {
+  reserve(n_ + T);
+  if (recent_ > 0) ensure_window(held_ + T);
+  encode(k, v, nullptr, 0, T, recent_ > 0);
 }
 
 void DeviceCompressedCache::append_tokens(Backend&, const float* k, const float* v, int64_t n) {
@@ -143,12 +149,23 @@ void DeviceCompressedCache::append_tokens(Backend&, const float* k, const float*
   // Only the last R tokens can stay in the window: the others go to the records alone.
   const int64_t m = std::min(n, recent_), stride = s_.n_head_kv * s_.head_dim;
   reserve(n_ + n);
-  if (n > m) {
-    be_->tq_write(store(), n_, k, v, n - m, stride, s_.head_dim, nullptr, 0);
-    n_ += n - m;
-  }
+  if (n > m) encode(k, v, nullptr, 0, n - m, false);
   if (m > 0) write(k + (n - m) * stride, v + (n - m) * stride, m);
   trim();
+}
+
+bool DeviceCompressedCache::append_from(Backend&, const KvStore& src, int64_t t0, int64_t n) {
+  if (n <= 0) return true;
+  const int64_t m = std::min(n, recent_);
+  reserve(n_ + n);
+  // The first encode decides: false before anything is written.
+  if (n > m && !encode(nullptr, nullptr, &src, t0, n - m, false)) return false;
+  if (m > 0) {
+    ensure_window(held_ + m);
+    if (!encode(nullptr, nullptr, &src, t0 + n - m, m, true)) return false;
+  }
+  trim();
+  return true;
 }
 
 void DeviceCompressedCache::append_and_attend(Backend& be, const float* q, const float* k,

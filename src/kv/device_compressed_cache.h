@@ -33,6 +33,7 @@ class DeviceCompressedCache final : public LayerCache {
   bool decode_reserve(Backend& be, KvAppend& append, DecodeSeq& out) override;
   void reserve_tokens(Backend& be, int64_t tokens) override { reserve(tokens); }
   void append_tokens(Backend& be, const float* k, const float* v, int64_t n) override;
+  bool append_from(Backend& be, const KvStore& src, int64_t t0, int64_t n) override;
 
   void save_block(Backend& be, int64_t t0, std::vector<uint8_t>& out) const override;
   bool load_block(Backend& be, int64_t t0, int64_t n, std::span<const uint8_t> in) override;
@@ -54,6 +55,11 @@ class DeviceCompressedCache final : public LayerCache {
   void trim();                       // keep the last recent_ rows
   void rehome_window(int64_t cap);   // the held rows to row 0 of a new buffer of cap rows
   void write(const float* k, const float* v, int64_t T);  // encode + window, no attention
+  // Records [n_, n_ + T) from k, v (f32 [T, n_head_kv, head_dim]) or, with `src`, from its slots
+  // [src_at, src_at + T); with `window`, their rotated rows too. false: the backend cannot read
+  // `src` (nothing written).
+  bool encode(const float* k, const float* v, const KvStore* src, int64_t src_at, int64_t T,
+              bool window);
   std::vector<uint8_t> record(bool key, int64_t h, int64_t t) const;
 
   Backend* be_;

@@ -68,23 +68,29 @@ ConversionStats convert_cache(Backend& be, KvCache& cache, const LayerShape& sha
   st.at_token = cache.n_tokens();
   const int64_t n = st.at_token;
   const int64_t slice = std::min(policy.slice_tokens, std::max<int64_t>(n, 1));
-  // One slice of K and V as f32 in backend memory (dense layers read into it, compressed layers
-  // encode from it): on a device backend the whole conversion stays on the device.
+  // A dense layer's slices go straight from its store where the backend can read it
+  // (append_from); otherwise through one slice of K and V as f32 in backend memory (dense layers
+  // read into it, compressed layers encode from it), allocated on first use. On a device backend
+  // the whole conversion stays on the device.
   const size_t slice_bytes = size_t(slice * shape.n_head_kv * shape.head_dim) * sizeof(float);
-  DeviceBuffer k(&be, slice_bytes), v(&be, slice_bytes);
-  const size_t scratch = 2 * slice_bytes;
+  DeviceBuffer k, v;
   for (size_t li = 0; li < cache.layers.size(); ++li) {
     LayerCache& src = *cache.layers[li];
     if (src.kind() != CacheKind::Dense || policy.keep_dense.count(int(li))) continue;
     std::unique_ptr<LayerCache> dst =
         make_compressed_cache(be, shape, policy.format, int(li), policy.recent_exact);
     dst->reserve_tokens(be, n + kConvertHeadroom);
+    KvStore store;
+    const bool direct = src.dense_store(store);
     for (int64_t p = 0; p < n; p += slice) {
       int64_t m = std::min(slice, n - p);
-      src.read_tokens(be, p, m, k.f32(), v.f32());
-      dst->append_tokens(be, k.f32(), v.f32(), m);
+      if (!direct || !dst->append_from(be, store, p, m)) {
+        if (!k.data()) k = DeviceBuffer(&be, slice_bytes), v = DeviceBuffer(&be, slice_bytes);
+        src.read_tokens(be, p, m, k.f32(), v.f32());
+        dst->append_tokens(be, k.f32(), v.f32(), m);
+      }
       ++st.slices;
-      st.peak_bytes = std::max(st.peak_bytes, cache.bytes() + dst->bytes() + scratch);
+      st.peak_bytes = std::max(st.peak_bytes, cache.bytes() + dst->bytes() + k.bytes() + v.bytes());
     }
     // Validate before the swap: a half-converted layer is never put in use.
     if (dst->n_tokens() != src.n_tokens())

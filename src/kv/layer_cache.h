@@ -59,6 +59,11 @@ class LayerCache {
   // Only compressed layers append this way; the base version throws Error.
   virtual void reserve_tokens(Backend& be, int64_t tokens) {}
   virtual void append_tokens(Backend& be, const float* k, const float* v, int64_t n);
+  // Conversion without an f32 copy: a dense layer's store (false for other kinds), and tokens
+  // [t0, t0 + n) of such a store appended straight from it. false, with nothing appended, when
+  // this layer or its backend cannot (the caller then goes through read_tokens / append_tokens).
+  virtual bool dense_store(KvStore& out) const { return false; }
+  virtual bool append_from(Backend& be, const KvStore& src, int64_t t0, int64_t n) { return false; }
 
   // Prefix-cache snapshots (kv/block_codec.h). save_block appends to `out` what this layer's
   // state holds for the block [t0, n_tokens()) at its end: the block's own per-token data

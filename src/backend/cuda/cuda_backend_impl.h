@@ -172,6 +172,8 @@ class CudaBackend final : public Backend {
   void tq_write(const TqStore& dst, int64_t at, const float* k, const float* v, int64_t T,
                 int64_t token_stride, int64_t head_stride, const TqRows* rows,
                 int64_t rows_at) override;
+  bool tq_write_from(const TqStore& dst, int64_t at, const KvStore& src, int64_t src_at, int64_t T,
+                     const TqRows* rows, int64_t rows_at) override;
   void tq_attention(const TqAttentionArgs& a) override;
 
   // Batched decode attention, one launch per kind (cuda_backend_batch.cpp).

@@ -54,6 +54,28 @@ void CudaBackend::tq_write(const TqStore& dst, int64_t at, const float* k, const
                        at, rows ? rows->v : nullptr, rows ? rows->cap : 0, rows_at, stream_);
 }
 
+bool CudaBackend::tq_write_from(const TqStore& dst, int64_t at, const KvStore& src, int64_t src_at,
+                                int64_t T, const TqRows* rows, int64_t rows_at) {
+  // The bf16 device store read by the bulk encoder; TQ_ENCODE_KERNEL=warp keeps the old path
+  // (an f32 copy, then the one-warp encoder) as the benchmarks' baseline.
+  if (src.dtype != DType::BF16 || cuda::encode_kernel_is_warp()) return false;
+  if (T <= 0) return true;
+  TQ_CHECK(dst.k_codec && dst.v_codec && at >= 0 && at + T <= dst.cap);
+  TQ_CHECK(src_at >= 0 && src_at + T <= src.cap && src.n_head_kv == dst.n_head_kv &&
+           src.head_dim == dst.head_dim);
+  TQ_CHECK(!rows || (rows->k && rows->v && rows_at >= 0));
+  const cuda::TqCodecDev kc = tq_codec(*dst.k_codec), vc = tq_codec(*dst.v_codec);
+  const int hk = int(dst.n_head_kv);
+  const int64_t d = dst.head_dim, first = src_at * d;  // [h][cap][d]
+  cuda::tq_encode_rows_bf16(static_cast<const uint16_t*>(src.k) + first, T, hk, d, src.cap * d,
+                            kc, dst.k_codes, dst.k_scale, dst.cap, at, rows ? rows->k : nullptr,
+                            rows ? rows->cap : 0, rows_at, stream_);
+  cuda::tq_encode_rows_bf16(static_cast<const uint16_t*>(src.v) + first, T, hk, d, src.cap * d,
+                            vc, dst.v_codes, dst.v_scale, dst.cap, at, rows ? rows->v : nullptr,
+                            rows ? rows->cap : 0, rows_at, stream_);
+  return true;
+}
+
 void CudaBackend::tq_attention(const TqAttentionArgs& a) {
   TQ_CHECK(a.T > 0 && a.n_rec >= 0 && a.n_exact >= 0 && a.q_pos0 >= 0);
   TQ_CHECK(a.q_pos0 + a.T <= a.n_rec + a.n_exact && a.n_rec <= a.store.cap);

@@ -135,6 +135,20 @@ void tq_encode_rows(const float* x, int64_t n_token, int n_head_kv, int64_t x_to
                     int64_t x_head_stride, const TqCodecDev& codec, uint8_t* codes,
                     uint16_t* scales, int64_t head_stride, int64_t t0, float* rot,
                     int64_t rot_head_stride, int64_t rot_t0, void* stream = nullptr);
+// True when TQ_ENCODE_KERNEL=warp selects the one-warp-per-vector encoder (the bulk encoder's
+// baseline; conversions then copy through f32 as before).
+bool encode_kernel_is_warp();
+// tq_encode_rows from bf16 rows (a dense cache's store: conversion without an f32 copy).
+void tq_encode_rows_bf16(const uint16_t* x, int64_t n_token, int n_head_kv,
+                         int64_t x_token_stride, int64_t x_head_stride, const TqCodecDev& codec,
+                         uint8_t* codes, uint16_t* scales, int64_t head_stride, int64_t t0,
+                         float* rot, int64_t rot_head_stride, int64_t rot_t0,
+                         void* stream = nullptr);
+
+// Test aid: the bulk encoder's table quantization (tq_encode_rows' fast path) of n finite values
+// y to idx, and in *table_ok whether the table passed its check for this codec (device memory).
+void tq_quantize_probe(const float* y, int64_t n, const TqCodecDev& codec, uint8_t* idx,
+                       int* table_ok, void* stream = nullptr);
 
 // Batched one-token appends, one launch for all sequences (descriptors in device memory, fields
 // reused as: k, v the sequence's store; len the slot; row the row of the new k, v

@@ -2,12 +2,15 @@
 // warp per vector: norm, Hadamard rotation by shuffles, Lloyd-Max quantization, packing), used by
 // compressed appends and sliced dense -> compressed conversion; plus random fills, shared-memory
 // poisoning and conversions for tests and benchmarks.
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/tq_cuda.h"
+#include "backend/cuda/tq_encode_rows.cuh"
 #include "backend/cuda/tq_encode_vec.cuh"
 #include "backend/cuda/tq_hadamard.cuh"
 
@@ -21,16 +24,15 @@ void check_last_launch(const char* what) {
 
 namespace {
 
-// One warp per (token, head) (encode_vec, tq_encode_vec.cuh). With `rot` set, the warp also
-// writes the rotated raw row R x (Rotation::apply's result) at rot + (h * rot_hs + rot_t0 + t) * D:
-// a compressed layer's recent-exact window.
+// The baseline of encode_rows_kernel (TQ_ENCODE_KERNEL=warp): one warp per (token, head), the
+// per-token path's encode_vec.
 template <int D>
-__global__ void __launch_bounds__(256) encode_kernel(const float* x, int64_t n_token, int n_kv,
-                                                     int64_t x_ts, int64_t x_hs,
-                                                     const TqCodecDev c, uint8_t* codes,
-                                                     uint16_t* scales, int64_t head_stride,
-                                                     int64_t t0, float* rot, int64_t rot_hs,
-                                                     int64_t rot_t0) {
+__global__ void __launch_bounds__(256) encode_warp_kernel(const float* x, int64_t n_token, int n_kv,
+                                                          int64_t x_ts, int64_t x_hs,
+                                                          const TqCodecDev c, uint8_t* codes,
+                                                          uint16_t* scales, int64_t head_stride,
+                                                          int64_t t0, float* rot, int64_t rot_hs,
+                                                          int64_t rot_t0) {
   const int lane = threadIdx.x & 31;
   const int64_t vec = int64_t(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
   if (vec >= n_token * n_kv) return;
@@ -74,6 +76,18 @@ __global__ void __launch_bounds__(256) record_encode_kernel(__grid_constant__ co
   if (vec < 2 * job.n_head_kv)
     encode_record(job, vec % job.n_head_kv, vec >= job.n_head_kv, int(threadIdx.x & 31));
   pdl_wait();  // every thread: this grid ends after the attention before it
+}
+
+// Test aid (tq_quantize_probe): each value's index by the bulk encoder's table, and whether the
+// table passed its check for this codec.
+__global__ void quantize_probe_kernel(const float* y, int64_t n, const TqCodecDev c, uint8_t* idx,
+                                      int* table_ok) {
+  __shared__ QuantTable table;
+  const bool ok = build_quant_table(table, c);
+  if (blockIdx.x == 0 && threadIdx.x == 0) *table_ok = ok ? 1 : 0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    idx[i] = uint8_t(quantize_table(y[i], table));
 }
 
 __global__ void f32_to_bf16_kernel(const float* x, uint16_t* y, int64_t n) {
@@ -169,21 +183,60 @@ void tq_encode(const float* x, int64_t n_token, int n_head_kv, int64_t x_token_s
                  head_stride, t0, nullptr, 0, 0, stream);
 }
 
-void tq_encode_rows(const float* x, int64_t n_token, int n_head_kv, int64_t x_token_stride,
-                    int64_t x_head_stride, const TqCodecDev& codec, uint8_t* codes,
-                    uint16_t* scales, int64_t head_stride, int64_t t0, float* rot,
-                    int64_t rot_head_stride, int64_t rot_t0, void* stream) {
+bool encode_kernel_is_warp() {
+  static const bool warp = [] {
+    const char* e = std::getenv("TQ_ENCODE_KERNEL");
+    return e && std::strcmp(e, "warp") == 0;
+  }();
+  return warp;
+}
+
+namespace {
+
+// Blocks of the group encoder: one wave at its occupancy (blocks loop over vector groups).
+template <int D, bool VEC, typename In>
+unsigned encode_rows_grid(int64_t n_vec) {
+  static const int wave = [] {
+    int dev = 0, n_sm = 0, per_sm = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, encode_rows_kernel<D, VEC, In>,
+                                                             256, 0));
+    return std::max(1, n_sm * per_sm);
+  }();
+  return unsigned(std::min<int64_t>((n_vec + 31) / 32, wave));
+}
+
+template <int D, typename In>
+void launch_encode_rows(const In* x, int64_t n_token, int n_kv, int64_t x_ts, int64_t x_hs,
+                        const TqCodecDev& c, uint8_t* codes, uint16_t* scales,
+                        int64_t head_stride, int64_t t0, float* rot, int64_t rot_hs,
+                        int64_t rot_t0, cudaStream_t st) {
+  const int64_t n_vec = n_token * n_kv;
+  constexpr int64_t per16 = 16 / int64_t(sizeof(In));
+  const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && x_ts % per16 == 0 &&
+                   x_hs % per16 == 0;
+  if (vec)
+    encode_rows_kernel<D, true, In><<<encode_rows_grid<D, true, In>(n_vec), 256, 0, st>>>(
+        x, n_token, n_kv, x_ts, x_hs, c, codes, scales, head_stride, t0, rot, rot_hs, rot_t0);
+  else
+    encode_rows_kernel<D, false, In><<<encode_rows_grid<D, false, In>(n_vec), 256, 0, st>>>(
+        x, n_token, n_kv, x_ts, x_hs, c, codes, scales, head_stride, t0, rot, rot_hs, rot_t0);
+}
+
+template <typename In>
+void encode_rows_any(const In* x, int64_t n_token, int n_head_kv, int64_t x_token_stride,
+                     int64_t x_head_stride, const TqCodecDev& codec, uint8_t* codes,
+                     uint16_t* scales, int64_t head_stride, int64_t t0, float* rot,
+                     int64_t rot_head_stride, int64_t rot_t0, void* stream) {
   if (n_token <= 0) return;
-  const int64_t n_vec = n_token * n_head_kv;
-  const int per_block = 8;
-  const unsigned grid = unsigned((n_vec + per_block - 1) / per_block);
+  // The window rows are written as float4: their rows must be 16-byte aligned.
+  if (rot && reinterpret_cast<uintptr_t>(rot) % 16 != 0) raise("tq_encode_rows: window rows not 16-byte aligned");
   cudaStream_t st = as_stream(stream);
-#define TQ_ENCODE_CASE(D)                                                                     \
-  case D:                                                                                     \
-    encode_kernel<D><<<grid, 32 * per_block, 0, st>>>(x, n_token, n_head_kv, x_token_stride, \
-                                                      x_head_stride, codec, codes, scales,    \
-                                                      head_stride, t0, rot, rot_head_stride,  \
-                                                      rot_t0);                                \
+#define TQ_ENCODE_CASE(D)                                                                       \
+  case D:                                                                                       \
+    launch_encode_rows<D, In>(x, n_token, n_head_kv, x_token_stride, x_head_stride, codec,     \
+                              codes, scales, head_stride, t0, rot, rot_head_stride, rot_t0, st); \
     break;
   switch (codec.head_dim) {
     TQ_ENCODE_CASE(64)
@@ -193,6 +246,46 @@ void tq_encode_rows(const float* x, int64_t n_token, int n_head_kv, int64_t x_to
   }
 #undef TQ_ENCODE_CASE
   check_last_launch("tq_encode");
+}
+
+}  // namespace
+
+void tq_encode_rows(const float* x, int64_t n_token, int n_head_kv, int64_t x_token_stride,
+                    int64_t x_head_stride, const TqCodecDev& codec, uint8_t* codes,
+                    uint16_t* scales, int64_t head_stride, int64_t t0, float* rot,
+                    int64_t rot_head_stride, int64_t rot_t0, void* stream) {
+  if (n_token <= 0) return;
+  if (!encode_kernel_is_warp())
+    return encode_rows_any(x, n_token, n_head_kv, x_token_stride, x_head_stride, codec, codes,
+                           scales, head_stride, t0, rot, rot_head_stride, rot_t0, stream);
+  const int64_t n_vec = n_token * n_head_kv;
+  const int per_block = 8;
+  const unsigned grid = unsigned((n_vec + per_block - 1) / per_block);
+  cudaStream_t st = as_stream(stream);
+#define TQ_ENCODE_CASE(D)                                                                     \
+  case D:                                                                                     \
+    encode_warp_kernel<D><<<grid, 32 * per_block, 0, st>>>(x, n_token, n_head_kv,            \
+                                                           x_token_stride, x_head_stride,     \
+                                                           codec, codes, scales, head_stride, \
+                                                           t0, rot, rot_head_stride, rot_t0); \
+    break;
+  switch (codec.head_dim) {
+    TQ_ENCODE_CASE(64)
+    TQ_ENCODE_CASE(128)
+    TQ_ENCODE_CASE(256)
+    default: raise("tq_encode: head_dim " + std::to_string(codec.head_dim) + " is not supported");
+  }
+#undef TQ_ENCODE_CASE
+  check_last_launch("tq_encode");
+}
+
+void tq_encode_rows_bf16(const uint16_t* x, int64_t n_token, int n_head_kv,
+                         int64_t x_token_stride, int64_t x_head_stride, const TqCodecDev& codec,
+                         uint8_t* codes, uint16_t* scales, int64_t head_stride, int64_t t0,
+                         float* rot, int64_t rot_head_stride, int64_t rot_t0, void* stream) {
+  encode_rows_any(reinterpret_cast<const __nv_bfloat16*>(x), n_token, n_head_kv, x_token_stride,
+                  x_head_stride, codec, codes, scales, head_stride, t0, rot, rot_head_stride,
+                  rot_t0, stream);
 }
 
 void tq_encode_batch(const DecodeSeqDesc* seqs, int n_seq, int n_head_kv, const float* k,
@@ -213,6 +306,13 @@ void launch_record_encode(const RecordJob& job, void* stream) {
   launch_pdl(record_encode_kernel, dim3(unsigned((n_vec + per_block - 1) / per_block)),
              dim3(32 * per_block), 0, as_stream(stream), job);
   check_last_launch("record_encode");
+}
+
+void tq_quantize_probe(const float* y, int64_t n, const TqCodecDev& codec, uint8_t* idx,
+                       int* table_ok, void* stream) {
+  quantize_probe_kernel<<<unsigned(std::min<int64_t>((n + 255) / 256, 1024)), 256, 0,
+                          as_stream(stream)>>>(y, n, codec, idx, table_ok);
+  check_last_launch("tq_quantize_probe");
 }
 
 void f32_to_bf16(const float* x, uint16_t* y, int64_t n, void* stream) {

@@ -31,6 +31,14 @@ __device__ __forceinline__ void rotate_vec(const float* src_row, const TqCodecDe
   store_rotated<PER>(v, c, rot_dst, lane);
 }
 
+// The Lloyd-Max index of y: the number of boundaries below it (VectorCodec's quantize: NaN -> 0).
+__device__ __forceinline__ int quantize_linear(float y, const TqCodecDev& c) {
+  int idx = 0;
+#pragma unroll
+  for (int k = 0; k < 15; ++k) idx += y > c.boundaries[k] ? 1 : 0;
+  return idx;
+}
+
 // One vector by one warp: lane l holds coordinates [l * D/32, (l + 1) * D/32) of src_row (global
 // or shared memory). The float operations follow quant::Rotation::apply and VectorCodec::encode
 // in the same order (butterflies a + b / a - b by stage, no contraction), so the codes match the
@@ -67,9 +75,7 @@ __device__ __forceinline__ void encode_vec(const float* src_row, const TqCodecDe
 #pragma unroll
   for (int i = 0; i < PER; ++i) {
     const float y = __fmul_rn(v[i], tq_sign_set(c.sign_out, lane * PER + i) ? -s : s);
-    int idx = 0;
-#pragma unroll
-    for (int k = 0; k < 15; ++k) idx += y > c.boundaries[k] ? 1 : 0;
+    const int idx = quantize_linear(y, c);
     packed |= uint32_t(idx) << (4 * i);
     cc += double(c.centroids[idx]) * double(c.centroids[idx]);
   }

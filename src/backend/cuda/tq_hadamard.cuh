@@ -12,9 +12,10 @@ __device__ __forceinline__ bool tq_sign_set(const uint32_t* mask, int i) {
   return (mask[i >> 5] >> (i & 31)) & 1u;
 }
 
-// In place: v <- H v (unnormalized Walsh-Hadamard over the warp's D = 32 * PER coordinates),
-// stages h = 1, 2, .. D/2 as quant::fwht runs them.
-template <int PER>
+// In place: v <- H v (unnormalized Walsh-Hadamard over the D = LANES * PER coordinates of a group
+// of LANES consecutive lanes, lane l of the group holding [l * PER, (l + 1) * PER)), stages h = 1,
+// 2, .. D/2 as quant::fwht runs them. `lane` may be the warp's lane or the lane in the group.
+template <int PER, int LANES = 32>
 __device__ __forceinline__ void warp_fwht(float (&v)[PER], int lane) {
 #pragma unroll
   for (int h2 = 1; h2 < PER; h2 <<= 1)
@@ -29,7 +30,7 @@ __device__ __forceinline__ void warp_fwht(float (&v)[PER], int lane) {
   // the other's a), as one fma by +-1: exact products, so fma(-1, b, a) is a - b rounded once,
   // the same bits as the subtraction (was a shuffle, two predicated adds and a select).
 #pragma unroll
-  for (int lo = 1; lo < 32; lo <<= 1) {
+  for (int lo = 1; lo < LANES; lo <<= 1) {
     const float sg = (lane & lo) ? -1.0f : 1.0f;
 #pragma unroll
     for (int i = 0; i < PER; ++i) v[i] = __fmaf_rn(sg, v[i], __shfl_xor_sync(0xffffffffu, v[i], lo));
@@ -37,15 +38,15 @@ __device__ __forceinline__ void warp_fwht(float (&v)[PER], int lane) {
 }
 
 // y = D_out H D_in x / sqrt(D) in place (forward: D_in = sign_in, D_out = sign_out; the
-// transpose swaps them).
-template <int PER>
+// transpose swaps them); `lane` is the lane in the group of LANES.
+template <int PER, int LANES = 32>
 __device__ __forceinline__ void warp_rotate(float (&v)[PER], int lane, const uint32_t* d_in,
                                             const uint32_t* d_out) {
-  constexpr int D = 32 * PER;
+  constexpr int D = LANES * PER;
 #pragma unroll
   for (int i = 0; i < PER; ++i)
     if (tq_sign_set(d_in, lane * PER + i)) v[i] = -v[i];
-  warp_fwht<PER>(v, lane);
+  warp_fwht<PER, LANES>(v, lane);
   const float s = __fdiv_rn(1.0f, __fsqrt_rn(float(D)));
 #pragma unroll
   for (int i = 0; i < PER; ++i) v[i] = __fmul_rn(v[i], tq_sign_set(d_out, lane * PER + i) ? -s : s);

@@ -251,7 +251,9 @@ TEST(CudaTqCache, ConversionOnTheDeviceEncodesLikeDirectAppends) {
     auto* conv = dynamic_cast<DeviceCompressedCache*>(cache.layers[0].get());
     ASSERT_TRUE(conv) << "the converted layer should live on the device";
     ASSERT_EQ(conv->n_tokens(), n);
-    EXPECT_GE(st.peak_bytes, conv->bytes() + 2 * size_t(256 * kShape.n_head_kv * 128) * 4);
+    // The dense layer is read straight from its bf16 store (no f32 slice): the peak is the two
+    // layers side by side.
+    EXPECT_GE(st.peak_bytes, st.dense_bytes + conv->bytes());
     // Direct: the dense cache holds bf16, so encode the bf16-rounded K/V on the CPU.
     std::vector<float> kr(s.k), vr(s.v);
     for (float& x : kr) x = round_bf16(x);
