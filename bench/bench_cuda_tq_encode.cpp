@@ -3,11 +3,13 @@
 // Rows: a 4K prefill chunk of K from f32 with its exact-window rows (what a compressed layer's
 // prefill writes), the same chunk codes only, and an 8K conversion slice from f32 (the old
 // conversion's staging copy) and straight from a dense bf16 store [kv head][cap][d].
-// Usage: bench_cuda_tq_encode. TQ_ENCODE_KERNEL=warp runs the one-warp-per-vector baseline.
+// Usage: bench_cuda_tq_encode [--row N] (only row N, from 0: e.g. for a profiler).
+// TQ_ENCODE_KERNEL=warp runs the one-warp-per-vector baseline.
 #include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
@@ -44,7 +46,8 @@ void run_case(void* p, void* stream) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const int only = argc == 3 && std::string(argv[1]) == "--row" ? std::atoi(argv[2]) : -1;
   if (!cuda_available()) {
     std::printf("no CUDA device\n");
     return 0;
@@ -95,7 +98,9 @@ int main() {
   std::printf("TurboQuant encode, %d kv heads, d=%d, 4-bit, kernel %s; copy %.0f GB/s\n", kKv, kD,
               kernel ? kernel : "group", copy);
   std::printf("| row | vectors | MB | us | GB/s | %% of copy |\n|---|---|---|---|---|---|\n");
-  for (Row& r : rows) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (only >= 0 && size_t(only) != i) continue;
+    Row& r = rows[i];
     const double ms = cuda::time_graph_ms(run_case, &r.c, 20, 15);
     const double gbps = r.bytes / (ms * 1e-3) / 1e9;
     std::printf("| %s | %lld | %.1f | %.1f | %.0f | %.0f%% |\n", r.name,

@@ -130,6 +130,7 @@ struct TqAttentionArgs {
   int64_t n_rec = 0, n_exact = 0;
   int64_t T = 0, n_head = 0, q_pos0 = 0;
   float scale = 1.0f;
+  bool q_rotated = false;  // q is already R_k q (a prefill chunk; qk_norm_rope_rotate_q)
 };
 
 // One sequence of a batched decode step (Backend::decode_attention_batch): one query at the
@@ -268,6 +269,17 @@ class Backend {
   virtual void qk_norm_rope(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,
                             int64_t head_dim, const Weight* q_norm, const Weight* k_norm,
                             float eps, int64_t pos0, std::span<const float> inv_freq);
+
+  // qk_norm_rope, then every row of q rotated by rq's rotation (R_k q, quant::Rotation::apply:
+  // the basis a TurboQuant layer's prefill attends in; LayerCache::query_rotation) in the same
+  // pass. Only backends whose compressed layers ask for it implement it.
+  virtual void qk_norm_rope_rotate_q(float* q, float* k, int64_t T, int64_t n_head,
+                                     int64_t n_head_kv, int64_t head_dim, const Weight* q_norm,
+                                     const Weight* k_norm, float eps, int64_t pos0,
+                                     std::span<const float> inv_freq,
+                                     const quant::VectorCodec& rq) {
+    unsupported("qk_norm_rope_rotate_q");
+  }
 
   // qk_norm_rope over T rows with per-row positions pos[t] (host memory, T entries): one call
   // for a batched step's rows. The base version makes one qk_norm_rope call per run of rows

@@ -18,6 +18,11 @@ void LayerCache::read_tokens(Backend&, int64_t, int64_t, float*, float*) const {
   fail("a {} cache layer cannot be read back token by token", cache_kind_name(kind()));
 }
 
+void LayerCache::append_and_attend_rotated(Backend&, const float*, const float*, const float*,
+                                           int64_t, float, float*) {
+  fail("this cache kind ({}) takes no rotated queries", format_id());
+}
+
 void LayerCache::append_tokens(Backend&, const float*, const float*, int64_t) {
   fail("a {} cache layer cannot take tokens without attention", cache_kind_name(kind()));
 }

@@ -171,11 +171,24 @@ bool DeviceCompressedCache::append_from(Backend&, const KvStore& src, int64_t t0
 void DeviceCompressedCache::append_and_attend(Backend& be, const float* q, const float* k,
                                               const float* v, int64_t T, float scale,
                                               float* out) {
+  attend(be, q, false, k, v, T, scale, out);
+}
+
+void DeviceCompressedCache::append_and_attend_rotated(Backend& be, const float* q_rot,
+                                                      const float* k, const float* v, int64_t T,
+                                                      float scale, float* out) {
+  if (!query_rotation(T)) fail("rotated queries need a prefill chunk (T > 1), not T = {}", T);
+  attend(be, q_rot, true, k, v, T, scale, out);
+}
+
+void DeviceCompressedCache::attend(Backend& be, const float* q, bool q_rotated, const float* k,
+                                   const float* v, int64_t T, float scale, float* out) {
   if (T <= 0) return;
   const int64_t pos0 = n_;
   write(k, v, T);  // the window holds the R tokens before this call and the call's own
   TqAttentionArgs a;
   a.q = q;
+  a.q_rotated = q_rotated;
   a.out = out;
   a.store = store();
   a.rows = rows();

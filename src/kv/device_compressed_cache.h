@@ -34,6 +34,10 @@ class DeviceCompressedCache final : public LayerCache {
   void reserve_tokens(Backend& be, int64_t tokens) override { reserve(tokens); }
   void append_tokens(Backend& be, const float* k, const float* v, int64_t n) override;
   bool append_from(Backend& be, const KvStore& src, int64_t t0, int64_t n) override;
+  // Prefill chunks (T > 1) take q rotated by R_k in the RoPE pass.
+  const quant::VectorCodec* query_rotation(int64_t T) const override { return T > 1 ? &kc_ : nullptr; }
+  void append_and_attend_rotated(Backend& be, const float* q_rot, const float* k, const float* v,
+                                 int64_t T, float scale, float* out) override;
 
   void save_block(Backend& be, int64_t t0, std::vector<uint8_t>& out) const override;
   bool load_block(Backend& be, int64_t t0, int64_t n, std::span<const uint8_t> in) override;
@@ -61,6 +65,8 @@ class DeviceCompressedCache final : public LayerCache {
   bool encode(const float* k, const float* v, const KvStore* src, int64_t src_at, int64_t T,
               bool window);
   std::vector<uint8_t> record(bool key, int64_t h, int64_t t) const;
+  void attend(Backend& be, const float* q, bool q_rotated, const float* k, const float* v,
+              int64_t T, float scale, float* out);
 
   Backend* be_;
   LayerShape s_;

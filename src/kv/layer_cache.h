@@ -63,6 +63,14 @@ class LayerCache {
   // [t0, t0 + n) of such a store appended straight from it. false, with nothing appended, when
   // this layer or its backend cannot (the caller then goes through read_tokens / append_tokens).
   virtual bool dense_store(KvStore& out) const { return false; }
+  // Prefill with q already rotated: the codec whose rotation this layer's T-token
+  // append_and_attend_rotated takes q in (R_k q), so the caller rotates q in its RoPE pass
+  // (Backend::qk_norm_rope_rotate_q) instead of the attention doing it; null (the default) when
+  // this layer has no such form for T tokens.
+  virtual const quant::VectorCodec* query_rotation(int64_t T) const { return nullptr; }
+  // append_and_attend with q_rot = R q (R: query_rotation(T)'s rotation). The base throws Error.
+  virtual void append_and_attend_rotated(Backend& be, const float* q_rot, const float* k,
+                                         const float* v, int64_t T, float scale, float* out);
   virtual bool append_from(Backend& be, const KvStore& src, int64_t t0, int64_t n) { return false; }
 
   // Prefix-cache snapshots (kv/block_codec.h). save_block appends to `out` what this layer's

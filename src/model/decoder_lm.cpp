@@ -160,16 +160,24 @@ class DecoderLm final : public Model {
           continue;
         }
         float *qs = q + row * c.q_dim(), *ks = k + row * c.kv_dim(), *vs = v + row * c.kv_dim();
-        if (!rows_op)
-          be.qk_norm_rope(qs, ks, n, c.n_head, c.n_head_kv, c.head_dim,
-                          c.qk_norm ? &L.q_norm : nullptr, c.qk_norm ? &L.k_norm : nullptr, eps,
-                          pos0, inv_freq_);
         LayerCache& lc = *st.cache->layers[size_t(li)];
+        // A compressed layer's prefill chunk takes q rotated: the RoPE pass does it.
+        const quant::VectorCodec* rq = rows_op ? nullptr : lc.query_rotation(n);
+        const Weight* qn = c.qk_norm ? &L.q_norm : nullptr;
+        const Weight* kn = c.qk_norm ? &L.k_norm : nullptr;
+        if (rq)
+          be.qk_norm_rope_rotate_q(qs, ks, n, c.n_head, c.n_head_kv, c.head_dim, qn, kn, eps, pos0,
+                                   inv_freq_, *rq);
+        else if (!rows_op)
+          be.qk_norm_rope(qs, ks, n, c.n_head, c.n_head_kv, c.head_dim, qn, kn, eps, pos0,
+                          inv_freq_);
         DecodeSeq view;
         if (n == 1 && n_decode_ >= 2 && lc.decode_view(be, ks, vs, view)) {
           view.row = row;
           batch_.push_back(view);
           batch_caches_.push_back(&lc);
+        } else if (rq) {
+          lc.append_and_attend_rotated(be, qs, ks, vs, n, scale, attn + row * c.q_dim());
         } else {
           lc.append_and_attend(be, qs, ks, vs, n, scale, attn + row * c.q_dim());
         }

@@ -161,6 +161,10 @@ class CudaBackend final : public Backend {
   void qk_norm_rope(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,
                     int64_t head_dim, const Weight* q_norm, const Weight* k_norm, float eps,
                     int64_t pos0, std::span<const float> inv_freq) override;
+  void qk_norm_rope_rotate_q(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,
+                             int64_t head_dim, const Weight* q_norm, const Weight* k_norm,
+                             float eps, int64_t pos0, std::span<const float> inv_freq,
+                             const quant::VectorCodec& rq) override;
 
   // Dense KV storage (cuda_backend.cpp).
   DType kv_dtype() const override { return DType::BF16; }

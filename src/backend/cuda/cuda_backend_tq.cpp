@@ -3,6 +3,8 @@
 // chunks by the flash prefill kernel over records and exact rows, merged; see
 // cuda_backend_impl.h.
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/prefill_attention.h"
@@ -76,6 +78,29 @@ bool CudaBackend::tq_write_from(const TqStore& dst, int64_t at, const KvStore& s
   return true;
 }
 
+void CudaBackend::qk_norm_rope_rotate_q(float* q, float* k, int64_t T, int64_t n_head,
+                                        int64_t n_head_kv, int64_t head_dim,
+                                        const Weight* q_norm, const Weight* k_norm, float eps,
+                                        int64_t pos0, std::span<const float> inv_freq,
+                                        const quant::VectorCodec& rq) {
+  // TQ_FUSED_QROT=0 (the same-run baseline): RoPE, then the rotation as a pass of its own.
+  static const bool fused = [] {
+    const char* e = std::getenv("TQ_FUSED_QROT");
+    return !e || std::string(e) != "0";
+  }();
+  if (!fused) {
+    qk_norm_rope(q, k, T, n_head, n_head_kv, head_dim, q_norm, k_norm, eps, pos0, inv_freq);
+    return cuda::tq_rotate(q, q, T * n_head, tq_codec(rq), false, stream_);
+  }
+  TQ_CHECK(int64_t(inv_freq.size()) == head_dim / 2);
+  for (const Weight* w : {q_norm, k_norm})
+    TQ_CHECK(!w || (w->dtype == DType::F32 && w->cols == head_dim));
+  cuda::launch_qk_norm_rope_rotate_q(q, k, T, n_head, n_head_kv, head_dim,
+                                     q_norm ? q_norm->buf.f32() : nullptr,
+                                     k_norm ? k_norm->buf.f32() : nullptr, eps, pos0,
+                                     inv_freq_dev(inv_freq), tq_codec(rq), stream_);
+}
+
 void CudaBackend::tq_attention(const TqAttentionArgs& a) {
   TQ_CHECK(a.T > 0 && a.n_rec >= 0 && a.n_exact >= 0 && a.q_pos0 >= 0);
   TQ_CHECK(a.q_pos0 + a.T <= a.n_rec + a.n_exact && a.n_rec <= a.store.cap);
@@ -87,6 +112,7 @@ void CudaBackend::tq_attention(const TqAttentionArgs& a) {
   // One query at the last position sees every key: the split-K decode kernel. A deferred record
   // of this store goes with that launch; any other is written first.
   const bool decode = a.T == 1 && a.q_pos0 + 1 == a.n_rec + a.n_exact;
+  TQ_CHECK(!(decode && a.q_rotated));  // the decode kernel rotates its query itself
   if (pending_record_ && !(decode && pending_record_->dst.k == a.store.k_codes)) finish_appends();
   if (decode)
     tq_decode(a, kc, vc);
@@ -178,9 +204,9 @@ void CudaBackend::tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& k
   auto* kb = reinterpret_cast<uint16_t*>(lse_b + up(rows));
   uint16_t* vb = kb + e_elems;
 
-  cuda::tq_rotate(a.q, q_rot, rows, kc, false, stream_);
+  if (!a.q_rotated) cuda::tq_rotate(a.q, q_rot, rows, kc, false, stream_);
   cuda::PrefillAttnArgs p;
-  p.q = q_rot;
+  p.q = a.q_rotated ? a.q : q_rot;
   p.T = T;
   p.n_head = int(H);
   p.n_head_kv = int(hk);

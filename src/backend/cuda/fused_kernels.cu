@@ -119,7 +119,8 @@ __global__ void swiglu_bf16_kernel(const float* gate, const float* up, __nv_bflo
 // dst.v, head stride dst.head_stride tokens, as kv_write_kernel), or is encoded to record
 // dst.len + t of a TurboQuant store (kAppendTq, head_dim 128, as tq_encode_rows: codes and scales,
 // and with dst.k_tail set the rotated rows at exact row dst.tail_len + t).
-enum : int { kAppendNone = 0, kAppendBf16 = 1, kAppendTq = 2 };
+// kRotateQ: no append; the q rows leave rotated by ap.kc (R_k q, as tq_rotate: head_dim 128).
+enum : int { kAppendNone = 0, kAppendBf16 = 1, kAppendTq = 2, kRotateQ = 3 };
 struct AppendDest {
   DecodeSeqDesc dst;
   const float* v = nullptr;  // the rows' values [T, n_head_kv, head_dim] f32
@@ -160,8 +161,25 @@ __global__ void qk_norm_rope_kernel(float* q, float* k, int64_t n_head, int64_t 
     sincosf(a, &s, &c);
     y1 = x1 * c - x2 * s;
     y2 = x2 * c + x1 * s;
-    x[i] = y1;
-    x[i + half] = y2;
+    if (kAppend != kRotateQ || !is_q) x[i] = y1, x[i + half] = y2;
+  }
+  if constexpr (kAppend == kRotateQ) {
+    // head_dim 128, 64 threads: the row through shared memory, rotated by warp 0 (the butterflies
+    // of tq_rotate's rows, so the same bits).
+    if (!is_q) return;  // the whole block
+    __shared__ float row[128];
+    row[i] = y1;
+    row[i + half] = y2;
+    __syncthreads();
+    if (threadIdx.x >= 32) return;
+    const int lane = int(threadIdx.x);
+    float v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = row[4 * lane + j];
+    warp_rotate<4>(v, lane, ap.kc.sign_in, ap.kc.sign_out);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) x[4 * lane + j] = v[j];
+    return;
   }
   if constexpr (kAppend != kAppendNone) {
     if (is_q) return;  // the whole block
@@ -281,7 +299,8 @@ void qk_norm_rope_any(float* q, float* k, int64_t T, int64_t n_head, int64_t n_h
   if (rows <= 0) return;
   if (head_dim % 2 != 0 || head_dim > 2048)
     raise("qk_norm_rope: head_dim " + std::to_string(head_dim) + " is not supported");
-  if (kind == kAppendTq && head_dim != 128) raise("qk_norm_rope_append: TurboQuant needs head_dim 128");
+  if ((kind == kAppendTq || kind == kRotateQ) && head_dim != 128)
+    raise("qk_norm_rope: TurboQuant needs head_dim 128");
   const int threads = int((head_dim / 2 + 31) / 32 * 32);
   auto go = [&](auto kernel) {
     launch_pdl(kernel, dim3(unsigned(rows)), dim3(unsigned(threads)), 0, as_stream(stream), q, k,
@@ -291,6 +310,8 @@ void qk_norm_rope_any(float* q, float* k, int64_t T, int64_t n_head, int64_t n_h
     go(qk_norm_rope_kernel<kAppendBf16>);
   else if (kind == kAppendTq)
     go(qk_norm_rope_kernel<kAppendTq>);
+  else if (kind == kRotateQ)
+    go(qk_norm_rope_kernel<kRotateQ>);
   else
     go(qk_norm_rope_kernel<kAppendNone>);
   check_last_launch("qk_norm_rope");
@@ -302,6 +323,16 @@ void launch_qk_norm_rope(float* q, float* k, int64_t T, int64_t n_head, int64_t 
                          int64_t pos0, const float* inv_freq, Stream stream) {
   qk_norm_rope_any(q, k, T, n_head, n_head_kv, head_dim, q_w, k_w, eps, pos0, nullptr, inv_freq,
                    stream);
+}
+
+void launch_qk_norm_rope_rotate_q(float* q, float* k, int64_t T, int64_t n_head,
+                                  int64_t n_head_kv, int64_t head_dim, const float* q_w,
+                                  const float* k_w, float eps, int64_t pos0,
+                                  const float* inv_freq, const TqCodecDev& kc, void* stream) {
+  AppendDest ap;
+  ap.kc = kc;
+  qk_norm_rope_any(q, k, T, n_head, n_head_kv, head_dim, q_w, k_w, eps, pos0, nullptr, inv_freq,
+                   stream, kRotateQ, ap);
 }
 
 void launch_qk_norm_rope_rows(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,

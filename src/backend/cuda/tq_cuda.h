@@ -161,6 +161,13 @@ void tq_encode_batch(const DecodeSeqDesc* seqs, int n_seq, int n_head_kv, const 
                      void* stream = nullptr);
 void launch_kv_append_batch(const DecodeSeqDesc* seqs, int n_seq, const float* k, const float* v,
                             int n_head_kv, int head_dim, void* stream);
+// launch_qk_norm_rope (positions pos0 + t) with every q row then rotated by kc's rotation in the
+// same launch (R_k q, tq_rotate's result; a TurboQuant prefill chunk's queries); head_dim 128.
+void launch_qk_norm_rope_rotate_q(float* q, float* k, int64_t T, int64_t n_head,
+                                  int64_t n_head_kv, int64_t head_dim, const float* q_w,
+                                  const float* k_w, float eps, int64_t pos0,
+                                  const float* inv_freq, const TqCodecDev& kc,
+                                  void* stream = nullptr);
 // launch_qk_norm_rope (positions pos0 + t) that also appends the T tokens' keys (normed,
 // rotated) and values v [T, n_head_kv, head_dim] in the same launch, to one sequence's store
 // described by dst (host struct, fields as in tq_encode_batch: len the first slot / record,

@@ -116,7 +116,7 @@ __device__ __forceinline__ void load_row(const In* src, float (&v)[PER]) {
 // layer's exact window). Blocks loop over groups of 32 vectors; a group past the end works on
 // the last vector and stores nothing (its lanes take part in the shuffles).
 template <int D, bool VEC, typename In>
-__global__ void __launch_bounds__(256) encode_rows_kernel(const In* x, int64_t n_token, int n_kv,
+__global__ void __launch_bounds__(256, D <= 128 ? 4 : 2) encode_rows_kernel(const In* x, int64_t n_token, int n_kv,
                                                           int64_t x_ts, int64_t x_hs,
                                                           const TqCodecDev c, uint8_t* codes,
                                                           uint16_t* scales, int64_t head_stride,
@@ -129,11 +129,19 @@ __global__ void __launch_bounds__(256) encode_rows_kernel(const In* x, int64_t n
   const uint32_t s_in = lane_signs<PER>(c.sign_in, g), s_out = lane_signs<PER>(c.sign_out, g);
   const float s = __fdiv_rn(1.0f, __fsqrt_rn(float(D)));
   const int64_t n_vec = n_token * n_kv, per_block = blockDim.x / G;
-  for (int64_t first = blockIdx.x * per_block; first < n_vec; first += gridDim.x * per_block) {
-    const int64_t vec = first + threadIdx.x / G;
+  // The thread's vector (t, h) = divmod(vec, n_kv), advanced by the loop's stride without a
+  // 64-bit division per iteration.
+  const int64_t step = int64_t(gridDim.x) * per_block;
+  const int64_t dt = step / n_kv;
+  const int dh = int(step % n_kv);
+  int64_t vec = blockIdx.x * per_block + threadIdx.x / G;
+  int64_t tv = vec / n_kv;
+  int hv = int(vec % n_kv);
+  for (int64_t first = blockIdx.x * per_block; first < n_vec;
+       first += step, vec += step, tv += dt + (hv + dh >= n_kv), hv += dh - (hv + dh >= n_kv ? n_kv : 0)) {
     const bool live = vec < n_vec;
-    const int64_t t = (live ? vec : n_vec - 1) / n_kv;
-    const int h = int((live ? vec : n_vec - 1) % n_kv);
+    const int64_t t = live ? tv : n_token - 1;
+    const int h = live ? hv : n_kv - 1;
     float v[PER];
     load_row<PER, VEC>(x + t * x_ts + h * x_hs + g * PER, v);
     double ss = 0.0;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -274,6 +275,53 @@ TEST(CudaTqCache, ConversionOnTheDeviceEncodesLikeDirectAppends) {
                 "err %.2e\n", (long long)recent, (long long)d.nibbles, (long long)d.total_nibbles, e);
     EXPECT_LT(e, 1e-2) << "recent " << recent;
   }
+}
+
+// The model's prefill path for a compressed layer: q rotated in the RoPE pass
+// (qk_norm_rope_rotate_q with the layer's query_rotation) and append_and_attend_rotated gives the
+// bytes of RoPE alone and append_and_attend (which rotates q itself), chunk after chunk.
+TEST(CudaTqCache, RotatedQueriesGiveTheSameChunks) {
+  TQ_REQUIRE_GPU();
+  auto be = make_cuda_backend();
+  const quant::TqFormat f = random_format(true);
+  auto a = device_cache(*be, f, 128), b = device_cache(*be, f, 128);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->query_rotation(1), nullptr) << "decode steps rotate their query in the kernel";
+  const float scale = 1.0f / std::sqrt(float(kShape.head_dim));
+  std::vector<float> inv_freq(size_t(kShape.head_dim / 2));
+  for (size_t i = 0; i < inv_freq.size(); ++i)
+    inv_freq[i] = std::pow(10000.0f, -2.0f * float(i) / float(kShape.head_dim));
+  int64_t pos = 0;
+  for (int64_t n : {300, 257, 1}) {
+    const Step s = random_step(n);
+    std::vector<float> outs[2];
+    for (int side = 0; side < 2; ++side) {
+      LayerCache& c = side ? *b : *a;
+      DeviceBuffer q = to_dev(*be, s.q), k = to_dev(*be, s.k), v = to_dev(*be, s.v);
+      DeviceBuffer out = poisoned(*be, s.q.size());
+      const quant::VectorCodec* rq = side ? c.query_rotation(n) : nullptr;
+      if (rq) {
+        be->qk_norm_rope_rotate_q(q.f32(), k.f32(), n, kShape.n_head, kShape.n_head_kv,
+                                  kShape.head_dim, nullptr, nullptr, 1e-6f, pos, inv_freq, *rq);
+        c.append_and_attend_rotated(*be, q.f32(), k.f32(), v.f32(), n, scale, out.f32());
+      } else {
+        be->qk_norm_rope(q.f32(), k.f32(), n, kShape.n_head, kShape.n_head_kv, kShape.head_dim,
+                         nullptr, nullptr, 1e-6f, pos, inv_freq);
+        c.append_and_attend(*be, q.f32(), k.f32(), v.f32(), n, scale, out.f32());
+      }
+      outs[side] = from_dev(*be, out, s.q.size());
+    }
+    EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * 4), 0)
+        << "chunk of " << n << " at " << pos;
+    EXPECT_TRUE(std::all_of(outs[1].begin(), outs[1].end(), [](float x) { return std::isfinite(x); }));
+    pos += n;
+  }
+  int64_t differing = 0;
+  for (int64_t h = 0; h < kShape.n_head_kv; ++h)
+    for (int64_t t = 0; t < a->n_tokens(); t += 7)
+      differing += a->key_record(h, t) != b->key_record(h, t) ||
+                   a->value_record(h, t) != b->value_record(h, t);
+  EXPECT_EQ(differing, 0) << "records";
 }
 
 }  // namespace

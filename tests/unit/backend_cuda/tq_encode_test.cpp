@@ -129,8 +129,9 @@ TEST(CudaTurboQuant, EncodeMatchesTheCpuCodec) {
         }
 }
 
-// The table quantizer against Codebook::quantize on every boundary, the 4 floats each side of
-// it, signed zeros, tiny and large values and random ones, for each head_dim's codebook.
+// The table quantizer against Codebook::quantize on every boundary and its negation, the 4
+// floats each side of them, signed zeros, tiny, large and infinite values and random ones, for
+// each head_dim's codebook.
 TEST(CudaTurboQuant, TableQuantizationIsExact) {
   TQ_REQUIRE_GPU();
   auto be = make_cuda_backend();
@@ -143,10 +144,16 @@ TEST(CudaTurboQuant, TableQuantizationIsExact) {
                             1.0f, -1.0f, 2.0f, -2.0f, 3e38f, -3e38f,
                             std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity()};
+    constexpr float kInf = std::numeric_limits<float>::infinity();
     for (float b : cb.boundaries)
-      for (float s : {b, -b})
-        for (int k = -4; k <= 4; ++k)
-          y.push_back(std::bit_cast<float>(std::bit_cast<int32_t>(s) + k));
+      for (float s : {b, -b}) {
+        float up = s, down = s;
+        y.push_back(s);
+        for (int k = 0; k < 4; ++k) {
+          y.push_back(up = std::nextafter(up, kInf));
+          y.push_back(down = std::nextafter(down, -kInf));
+        }
+      }
     auto r = randn(20000, 1.0f / std::sqrt(float(d)));
     y.insert(y.end(), r.begin(), r.end());
     DeviceBuffer yd = to_dev(*be, y), idx(be.get(), y.size()), ok(be.get(), 4);

@@ -1,8 +1,9 @@
 // The TurboQuant prefill's helper kernels (tq_rotate.h) against the CPU: the rotation of rows
 // against quant::Rotation (the same float operations, so bit for bit), the merge of two attention
 // parts with the inverse rotation against a double-precision merge and Rotation::apply_t, and the
-// f32 -> bf16 window copy against the host rounding. Vector (aligned) and scalar (misaligned)
-// paths both; fresh random data, outputs poisoned.
+// f32 -> bf16 window copy against the host rounding, and qk_norm_rope with the query rotation
+// fused against the two passes. Vector (aligned) and scalar (misaligned) paths both; fresh
+// random data, outputs poisoned.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <limits>
 
+#include "backend/cuda/ops_kernels.h"
 #include "backend/cuda/tq_cuda.h"
 #include "backend/cuda/tq_rotate.h"
 #include "gpu_test_util.h"
@@ -147,6 +149,37 @@ TEST(CudaTqRotate, RowsToBf16MatchTheHostRounding) {
         }
     EXPECT_EQ(wrong, 0);
     EXPECT_EQ(touched, 0) << "rows past n_rows were written";
+  }
+}
+
+// qk_norm_rope with the query rotation in the same launch: the bytes of qk_norm_rope and then
+// tq_rotate of the q rows (k as qk_norm_rope leaves it), with and without the head norms.
+TEST(CudaTqRotate, RopeWithTheQueryRotationMatchesTwoPasses) {
+  TQ_REQUIRE_GPU();
+  auto be = make_cuda_backend();
+  const int d = 128;
+  const int64_t T = 37, n_head = 8, n_kv = 2, pos0 = 1000;
+  const quant::VectorCodec codec = codec_for(d);
+  const cuda::TqCodecDev dc = cuda::make_tq_codec_dev(codec);
+  std::vector<float> inv_freq(size_t(d / 2));
+  for (size_t i = 0; i < inv_freq.size(); ++i)
+    inv_freq[i] = std::pow(1e6f, -2.0f * float(i) / float(d));
+  DeviceBuffer f = to_dev(*be, inv_freq);
+  const auto qn = randn(size_t(d), 0.3f), kn = randn(size_t(d), 0.3f);
+  DeviceBuffer qw = to_dev(*be, qn), kw = to_dev(*be, kn);
+  for (bool norms : {false, true}) {
+    const auto q = randn(size_t(T * n_head * d), 2.0f), k = randn(size_t(T * n_kv * d), 2.0f);
+    DeviceBuffer q1 = to_dev(*be, q), k1 = to_dev(*be, k), q2 = to_dev(*be, q), k2 = to_dev(*be, k);
+    const float* w_q = norms ? qw.f32() : nullptr;
+    const float* w_k = norms ? kw.f32() : nullptr;
+    cuda::launch_qk_norm_rope(q1.f32(), k1.f32(), T, n_head, n_kv, d, w_q, w_k, 1e-6f, pos0,
+                              f.f32(), nullptr);
+    cuda::tq_rotate(q1.f32(), q1.f32(), T * n_head, dc, false);
+    cuda::launch_qk_norm_rope_rotate_q(q2.f32(), k2.f32(), T, n_head, n_kv, d, w_q, w_k, 1e-6f,
+                                       pos0, f.f32(), dc);
+    EXPECT_EQ(from_dev(*be, q1, q.size()), from_dev(*be, q2, q.size())) << "q, norms " << norms;
+    EXPECT_EQ(from_dev(*be, k1, k.size()), from_dev(*be, k2, k.size())) << "k, norms " << norms;
+    EXPECT_NE(from_dev(*be, q2, q.size()), q) << "q was not written";
   }
 }
 
