@@ -272,7 +272,8 @@ class Backend {
 
   // qk_norm_rope, then every row of q rotated by rq's rotation (R_k q, quant::Rotation::apply:
   // the basis a TurboQuant layer's prefill attends in; LayerCache::query_rotation) in the same
-  // pass. Only backends whose compressed layers ask for it implement it.
+  // pass. Compressed layers in backend memory ask for it (kv/device_compressed_cache.h): a backend
+  // whose device_turboquant() can be true implements it.
   virtual void qk_norm_rope_rotate_q(float* q, float* k, int64_t T, int64_t n_head,
                                      int64_t n_head_kv, int64_t head_dim, const Weight* q_norm,
                                      const Weight* k_norm, float eps, int64_t pos0,

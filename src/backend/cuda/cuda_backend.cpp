@@ -289,12 +289,17 @@ void CudaBackend::norm_swiglu_down_add(float* x, int64_t T, const Weight& norm, 
   Backend::norm_swiglu_down_add(x, T, norm, eps, gate, up, down, h, gate_ws, up_ws);
 }
 
-void CudaBackend::qk_norm_rope(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,
-                               int64_t head_dim, const Weight* q_norm, const Weight* k_norm,
-                               float eps, int64_t pos0, std::span<const float> inv_freq) {
+void CudaBackend::check_qk_norm_rope(int64_t head_dim, const Weight* q_norm, const Weight* k_norm,
+                                     std::span<const float> inv_freq) {
   TQ_CHECK(int64_t(inv_freq.size()) == head_dim / 2);
   for (const Weight* w : {q_norm, k_norm})
     TQ_CHECK(!w || (w->dtype == DType::F32 && w->cols == head_dim));
+}
+
+void CudaBackend::qk_norm_rope(float* q, float* k, int64_t T, int64_t n_head, int64_t n_head_kv,
+                               int64_t head_dim, const Weight* q_norm, const Weight* k_norm,
+                               float eps, int64_t pos0, std::span<const float> inv_freq) {
+  check_qk_norm_rope(head_dim, q_norm, k_norm, inv_freq);
   cuda::launch_qk_norm_rope(q, k, T, n_head, n_head_kv, head_dim,
                             q_norm ? q_norm->buf.f32() : nullptr,
                             k_norm ? k_norm->buf.f32() : nullptr, eps, pos0,

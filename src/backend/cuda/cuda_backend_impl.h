@@ -334,6 +334,9 @@ class CudaBackend final : public Backend {
       if (p) cudaFree(p);
     }
   };
+  // The weights and frequencies qk_norm_rope's kernels expect (TQ_CHECK).
+  static void check_qk_norm_rope(int64_t head_dim, const Weight* q_norm, const Weight* k_norm,
+                                 std::span<const float> inv_freq);
   cuda::TqCodecDev tq_codec(const quant::VectorCodec& c) const;  // throws if unsupported
   void tq_decode(const TqAttentionArgs& a, const cuda::TqCodecDev& kc, const cuda::TqCodecDev& vc);
   void tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& kc, const cuda::TqCodecDev& vc);

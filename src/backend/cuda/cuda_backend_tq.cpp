@@ -92,9 +92,7 @@ void CudaBackend::qk_norm_rope_rotate_q(float* q, float* k, int64_t T, int64_t n
     qk_norm_rope(q, k, T, n_head, n_head_kv, head_dim, q_norm, k_norm, eps, pos0, inv_freq);
     return cuda::tq_rotate(q, q, T * n_head, tq_codec(rq), false, stream_);
   }
-  TQ_CHECK(int64_t(inv_freq.size()) == head_dim / 2);
-  for (const Weight* w : {q_norm, k_norm})
-    TQ_CHECK(!w || (w->dtype == DType::F32 && w->cols == head_dim));
+  check_qk_norm_rope(head_dim, q_norm, k_norm, inv_freq);
   cuda::launch_qk_norm_rope_rotate_q(q, k, T, n_head, n_head_kv, head_dim,
                                      q_norm ? q_norm->buf.f32() : nullptr,
                                      k_norm ? k_norm->buf.f32() : nullptr, eps, pos0,

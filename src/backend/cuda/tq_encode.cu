@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/pdl.cuh"
@@ -224,6 +225,17 @@ void launch_encode_rows(const In* x, int64_t n_token, int n_kv, int64_t x_ts, in
         x, n_token, n_kv, x_ts, x_hs, c, codes, scales, head_stride, t0, rot, rot_hs, rot_t0);
 }
 
+// f(std::integral_constant<int, D>) for head_dim D in {64, 128, 256}.
+template <typename F>
+void by_head_dim(int head_dim, F&& f) {
+  switch (head_dim) {
+    case 64: return f(std::integral_constant<int, 64>{});
+    case 128: return f(std::integral_constant<int, 128>{});
+    case 256: return f(std::integral_constant<int, 256>{});
+    default: raise("tq_encode: head_dim " + std::to_string(head_dim) + " is not supported");
+  }
+}
+
 template <typename In>
 void encode_rows_any(const In* x, int64_t n_token, int n_head_kv, int64_t x_token_stride,
                      int64_t x_head_stride, const TqCodecDev& codec, uint8_t* codes,
@@ -231,20 +243,24 @@ void encode_rows_any(const In* x, int64_t n_token, int n_head_kv, int64_t x_toke
                      int64_t rot_head_stride, int64_t rot_t0, void* stream) {
   if (n_token <= 0) return;
   // The window rows are written as float4: their rows must be 16-byte aligned.
-  if (rot && reinterpret_cast<uintptr_t>(rot) % 16 != 0) raise("tq_encode_rows: window rows not 16-byte aligned");
+  if (rot && reinterpret_cast<uintptr_t>(rot) % 16 != 0)
+    raise("tq_encode_rows: window rows not 16-byte aligned");
   cudaStream_t st = as_stream(stream);
-#define TQ_ENCODE_CASE(D)                                                                       \
-  case D:                                                                                       \
-    launch_encode_rows<D, In>(x, n_token, n_head_kv, x_token_stride, x_head_stride, codec,     \
-                              codes, scales, head_stride, t0, rot, rot_head_stride, rot_t0, st); \
-    break;
-  switch (codec.head_dim) {
-    TQ_ENCODE_CASE(64)
-    TQ_ENCODE_CASE(128)
-    TQ_ENCODE_CASE(256)
-    default: raise("tq_encode: head_dim " + std::to_string(codec.head_dim) + " is not supported");
-  }
-#undef TQ_ENCODE_CASE
+  by_head_dim(codec.head_dim, [&](auto dim) {
+    constexpr int D = decltype(dim)::value;
+    if constexpr (std::is_same_v<In, float>) {
+      if (encode_kernel_is_warp()) {
+        const int per_block = 8;
+        const unsigned grid = unsigned((n_token * n_head_kv + per_block - 1) / per_block);
+        encode_warp_kernel<D><<<grid, 32 * per_block, 0, st>>>(
+            x, n_token, n_head_kv, x_token_stride, x_head_stride, codec, codes, scales,
+            head_stride, t0, rot, rot_head_stride, rot_t0);
+        return;
+      }
+    }
+    launch_encode_rows<D, In>(x, n_token, n_head_kv, x_token_stride, x_head_stride, codec, codes,
+                              scales, head_stride, t0, rot, rot_head_stride, rot_t0, st);
+  });
   check_last_launch("tq_encode");
 }
 
@@ -254,29 +270,8 @@ void tq_encode_rows(const float* x, int64_t n_token, int n_head_kv, int64_t x_to
                     int64_t x_head_stride, const TqCodecDev& codec, uint8_t* codes,
                     uint16_t* scales, int64_t head_stride, int64_t t0, float* rot,
                     int64_t rot_head_stride, int64_t rot_t0, void* stream) {
-  if (n_token <= 0) return;
-  if (!encode_kernel_is_warp())
-    return encode_rows_any(x, n_token, n_head_kv, x_token_stride, x_head_stride, codec, codes,
-                           scales, head_stride, t0, rot, rot_head_stride, rot_t0, stream);
-  const int64_t n_vec = n_token * n_head_kv;
-  const int per_block = 8;
-  const unsigned grid = unsigned((n_vec + per_block - 1) / per_block);
-  cudaStream_t st = as_stream(stream);
-#define TQ_ENCODE_CASE(D)                                                                     \
-  case D:                                                                                     \
-    encode_warp_kernel<D><<<grid, 32 * per_block, 0, st>>>(x, n_token, n_head_kv,            \
-                                                           x_token_stride, x_head_stride,     \
-                                                           codec, codes, scales, head_stride, \
-                                                           t0, rot, rot_head_stride, rot_t0); \
-    break;
-  switch (codec.head_dim) {
-    TQ_ENCODE_CASE(64)
-    TQ_ENCODE_CASE(128)
-    TQ_ENCODE_CASE(256)
-    default: raise("tq_encode: head_dim " + std::to_string(codec.head_dim) + " is not supported");
-  }
-#undef TQ_ENCODE_CASE
-  check_last_launch("tq_encode");
+  encode_rows_any(x, n_token, n_head_kv, x_token_stride, x_head_stride, codec, codes, scales,
+                  head_stride, t0, rot, rot_head_stride, rot_t0, stream);
 }
 
 void tq_encode_rows_bf16(const uint16_t* x, int64_t n_token, int n_head_kv,
