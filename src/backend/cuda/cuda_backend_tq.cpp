@@ -192,10 +192,13 @@ void CudaBackend::tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& k
   const int64_t e_stride = (a.n_exact + 63) / 64 * 64;  // bf16 exact rows per kv head
   auto up = [](int64_t n) { return (n + 63) / 64 * 64; };  // 256-byte aligned regions
   const int64_t e_elems = hk * (e_stride + 64) * D;        // + slack for whole-tile reads
-  const size_t f32_floats = size_t(3 * up(row_f) + 2 * up(rows));
+  // q rotated here unless the RoPE pass did it (then no room for it: 64 MB at a 4K chunk of
+  // 32 heads).
+  const int64_t q_floats = a.q_rotated ? 0 : up(row_f);
+  const size_t f32_floats = size_t(q_floats + 2 * up(row_f) + 2 * up(rows));
   tq_grow(tq_scratch_, f32_floats * sizeof(float) + size_t(2 * e_elems) * 2);
   float* q_rot = static_cast<float*>(tq_scratch_.p);
-  float* out_a = q_rot + up(row_f);
+  float* out_a = q_rot + q_floats;
   float* out_b = out_a + up(row_f);
   float* lse_a = out_b + up(row_f);
   float* lse_b = lse_a + up(rows);
