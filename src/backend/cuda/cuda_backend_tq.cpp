@@ -197,17 +197,18 @@ void CudaBackend::tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& k
   const int64_t q_floats = a.q_rotated ? 0 : up(row_f);
   const size_t f32_floats = size_t(q_floats + 2 * up(row_f) + 2 * up(rows));
   tq_grow(tq_scratch_, f32_floats * sizeof(float) + size_t(2 * e_elems) * 2);
-  float* q_rot = static_cast<float*>(tq_scratch_.p);
-  float* out_a = q_rot + q_floats;
+  float* scratch = static_cast<float*>(tq_scratch_.p);
+  float* q_rot = a.q_rotated ? nullptr : scratch;
+  float* out_a = scratch + q_floats;
   float* out_b = out_a + up(row_f);
   float* lse_a = out_b + up(row_f);
   float* lse_b = lse_a + up(rows);
   auto* kb = reinterpret_cast<uint16_t*>(lse_b + up(rows));
   uint16_t* vb = kb + e_elems;
 
-  if (!a.q_rotated) cuda::tq_rotate(a.q, q_rot, rows, kc, false, stream_);
+  if (q_rot) cuda::tq_rotate(a.q, q_rot, rows, kc, false, stream_);
   cuda::PrefillAttnArgs p;
-  p.q = a.q_rotated ? a.q : q_rot;
+  p.q = q_rot ? q_rot : a.q;
   p.T = T;
   p.n_head = int(H);
   p.n_head_kv = int(hk);

@@ -1,7 +1,8 @@
-// TurboQuant on the device, write side: encoding K/V vectors into the device record layout (one
-// warp per vector: norm, Hadamard rotation by shuffles, Lloyd-Max quantization, packing), used by
-// compressed appends and sliced dense -> compressed conversion; plus random fills, shared-memory
-// poisoning and conversions for tests and benchmarks.
+// TurboQuant on the device, write side: encoding K/V vectors into the device record layout (norm,
+// Hadamard rotation by shuffles, Lloyd-Max quantization, packing): the bulk encoder for chunks and
+// conversion slices (tq_encode_rows.cuh, from f32 or a bf16 store), one warp a vector for
+// one-token appends and deferred records (encode_vec); plus random fills, shared-memory poisoning
+// and conversions for tests and benchmarks.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
