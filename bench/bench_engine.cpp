@@ -3,10 +3,13 @@
 // TurboQuant after the prompt as the server does), then M decode steps of all N together.
 // Prints prefill tokens/s and aggregate decode tokens/s. --mid-prefill instead measures one
 // sequence's prefill of L tokens with a forced conversion at --convert-at (generate()'s path,
-// KvPolicy.convert_at) next to a dense prefill of the same prompt in the same run.
+// KvPolicy.convert_at) next to a dense prefill of the same prompt in the same run; --bracket runs
+// the dense prefill again after it and prints that time last (a GPU slowing down over the run,
+// e.g. with its temperature, shows as the two dense times apart).
 //
 // Usage: bench_engine --model DIR [--device cpu|cuda] [--batch N] [--context L] [--tokens M]
-//                     [--kv dense|turboquant] [--chunk C] [--mid-prefill [--convert-at T]]
+//                     [--kv dense|turboquant] [--chunk C]
+//                     [--mid-prefill [--convert-at T] [--bracket]]
 // --batch and --kv take comma lists (e.g. --batch 1,8,32 --kv dense,turboquant): every pair runs
 // in one process on one loaded model, a table row each. --copy-prefill prefills sequence 0 only
 // and gives the others a copy of its cache (the prefix cache's save_kv_block / load_kv_block):
@@ -38,6 +41,7 @@ struct Args {
   std::string model, device = "cpu", kv = "dense";  // kv: one format (a run)
   int64_t batch = 1, context = 512, tokens = 32, chunk = 2048, convert_at = 0;
   bool mid_prefill = false;
+  bool bracket = false;  // --mid-prefill: dense again after the TurboQuant run
   bool copy_prefill = false;
   std::vector<std::string> kvs;  // --kv list
   std::vector<int64_t> batches;  // --batch list
@@ -55,7 +59,7 @@ std::vector<std::string> split(const std::string& s) {
   std::fprintf(stderr,
                "bench_engine: %s\nusage: bench_engine --model DIR [--device cpu|cuda] [--batch N] "
                "[--context L] [--tokens M] [--kv dense|turboquant] [--chunk C] [--copy-prefill] "
-               "[--mid-prefill [--convert-at T]]\n",
+               "[--mid-prefill [--convert-at T] [--bracket]]\n",
                why);
   std::exit(2);
 }
@@ -84,6 +88,7 @@ Args parse(int argc, char** argv) {
     else if (f == "--chunk") a.chunk = number();
     else if (f == "--convert-at") a.convert_at = number();
     else if (f == "--mid-prefill") a.mid_prefill = true;
+    else if (f == "--bracket") a.bracket = true;
     else if (f == "--copy-prefill") a.copy_prefill = true;
     else usage(("unknown argument " + f).c_str());
   }
@@ -98,6 +103,7 @@ Args parse(int argc, char** argv) {
   if (a.context < 1 || a.chunk < 1) usage("--context and --chunk must be >= 1");
   if (a.mid_prefill && a.convert_at == 0) a.convert_at = a.context / 2;
   if (a.mid_prefill && a.convert_at >= a.context) usage("--convert-at must be below --context");
+  if (a.bracket && !a.mid_prefill) usage("--bracket needs --mid-prefill");
   return a;
 }
 
@@ -212,11 +218,14 @@ int mid_prefill(const Args& a, Model& model) {
   GenerateResult t = generate(model, ids, tqo);
   if (!t.error.type.empty()) fail("mid-prefill run failed: {}", t.error.message);
   if (!t.converted || t.conversion_trigger != "forced") fail("the forced conversion did not run");
-  std::printf("| %s | %lld | %lld | %.2f | %.2f | %.3f | %.1f%% | %lld | %.0f | %.0f |\n",
+  const double after = a.bracket ? generate(model, ids, dense).prefill_seconds : 0.0;
+  std::printf("| %s | %lld | %lld | %.3f | %.3f | %.3f | %.1f%% | %lld | %.0f | %.0f |",
               a.device.c_str(), (long long)a.context, (long long)t.conversion.at_token,
               d.prefill_seconds, t.prefill_seconds, t.conversion.seconds,
               100.0 * t.conversion.seconds / t.prefill_seconds, (long long)t.conversion.slices,
               double(d.kv_bytes) / (1 << 20), double(t.kv_bytes) / (1 << 20));
+  if (a.bracket) std::printf(" %.3f |", after);
+  std::printf("\n");
   return 0;
 }
 

@@ -8,6 +8,9 @@
 # ENGINE_ARGS: bench_engine decode rows run by both binaries after the rounds, ';' between
 # argument sets (ENGINE=0: none).
 # TESTS="binary filter": a test binary (.xz accepted) run first with GTEST_FILTER=filter.
+# OLD_ENV / NEW_ENV: environment assignments ("A=1 B=2") for every run of that side, so one
+# binary can be its own baseline (OLD_BENCH = NEW_BENCH). The traces record the runtime calls too
+# (bench/api_summary.py: host time per chunk and call).
 # Shared libraries and tqserve (make-model) come from .gpu/e2e.tar.xz (bench/pack_cuda_archives.sh).
 # Carry the binaries, ".gpu/e2e.tar.xz" and ".gpu/lib".
 set -o pipefail
@@ -41,7 +44,9 @@ for r in $(seq "${ROUNDS:-2}"); do
   for v in old new; do
     b=$OB; [ $v = new ] && b=$NB
     # shellcheck disable=SC2086  # ARGS are words
-    timeout 120 "$b" $ARGS 2> "$W/$v-$r.err" | grep "^| cuda" | sed "s/^/$v round $r /"
+    e=${OLD_ENV:-}; [ $v = new ] && e=${NEW_ENV:-}
+    # shellcheck disable=SC2086
+    timeout 120 env $e "$b" $ARGS 2> "$W/$v-$r.err" | grep "^| cuda" | sed "s/^/$v round $r /"
   done
 done | tee "$OUT/ab_midprefill.txt"
 echo "rounds [$((SECONDS - t0)) s]"
@@ -52,7 +57,9 @@ if [ "${ENGINE:-1}" = 1 ]; then
     for v in old new; do
       b=$OB; [ $v = new ] && b=$NB
       # shellcheck disable=SC2086
-      timeout 150 "$b" --model "$M" --device cuda $ea 2> "$W/engine-$v.err" | grep "^| cuda" | sed "s/^/$v /"
+      e=${OLD_ENV:-}; [ $v = new ] && e=${NEW_ENV:-}
+      # shellcheck disable=SC2086
+      timeout 150 env $e "$b" --model "$M" --device cuda $ea 2> "$W/engine-$v.err" | grep "^| cuda" | sed "s/^/$v /"
     done
   done | tee "$OUT/ab_engine.txt"
   echo "engine [$((SECONDS - t0)) s]"
@@ -66,10 +73,14 @@ if [ "${TRACE:-1}" = 1 ]; then
   for v in old new; do
     b=$OB; [ $v = new ] && b=$NB
     # shellcheck disable=SC2086
-    CUDA_INJECTION64_PATH=$W/libcupti_trace.so TQ_TRACE_OUT="$W/traces/$v.csv" timeout 120 "$b" $ARGS \
-      > "$W/traces/$v.log" 2>&1
+    e=${OLD_ENV:-}; [ $v = new ] && e=${NEW_ENV:-}
+    # shellcheck disable=SC2086
+    CUDA_INJECTION64_PATH=$W/libcupti_trace.so TQ_TRACE_OUT="$W/traces/$v.csv" \
+      TQ_TRACE_API="$W/traces/$v.api.csv" timeout 120 env $e "$b" $ARGS > "$W/traces/$v.log" 2>&1
     python3 bench/chunk_summary.py "$W/traces/$v.csv" --chunks $(( ${CONTEXT:-32768} / 4096 )) \
       --from $(( ${AT:-16384} / 4096 )) > "$W/traces/$v.md" 2>&1
+    python3 bench/api_summary.py "$W/traces/$v.api.csv" --chunks $(( ${CONTEXT:-32768} / 4096 )) \
+      --from $(( ${AT:-16384} / 4096 )) >> "$W/traces/$v.md" 2>&1
   done
   tar -C "$W/traces" -czf "$OUT/traces.tgz" .
   echo "traces [$((SECONDS - t0)) s]"

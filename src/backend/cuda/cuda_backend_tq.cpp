@@ -8,6 +8,7 @@
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/prefill_attention.h"
+#include "backend/cuda/prefill_wgmma.h"
 #include "backend/cuda/tq_rotate.h"
 #include "quant/vector_codec.h"
 
@@ -182,8 +183,10 @@ void CudaBackend::tq_decode(const TqAttentionArgs& a, const cuda::TqCodecDev& kc
 }
 
 // Prefill chunk: q rotated by R_k once; flash attention over the records (TurboQuant codes, in
-// the rotated domain) and over a bf16 copy of the exact rows (causal, positions n_rec ..), each
-// with its log-sum-exp; the two merged and rotated back by R_v^T in one pass.
+// the rotated domain) and the exact rows (causal, positions n_rec ..), rotated back by R_v^T. On
+// the Hopper kernel one launch takes both (the rows as fp16 tiles after the records, one softmax,
+// the rotation in its epilogue); otherwise the rows run as a bf16 copy in a second launch, each
+// part with its log-sum-exp, merged and rotated back in one pass.
 void CudaBackend::tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& kc,
                              const cuda::TqCodecDev& vc) {
   const TqStore& st = a.store;
@@ -215,6 +218,28 @@ void CudaBackend::tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& k
   p.head_dim = int(D);
   p.q_pos0 = a.q_pos0;
   p.scale = a.scale;
+  cuda::PrefillAttnArgs fused = p;
+  fused.out = a.out;
+  fused.format = cuda::KvFormat::TurboQuant;
+  fused.k = st.k_codes;
+  fused.v = st.v_codes;
+  fused.k_scale = st.k_scale;
+  fused.v_scale = st.v_scale;
+  fused.k_codec = &kc;
+  fused.v_codec = &vc;
+  fused.head_stride = st.cap;
+  fused.L = a.n_rec;
+  fused.k_pos0 = 0;
+  fused.causal = true;
+  fused.tail_k = kb;
+  fused.tail_v = vb;
+  fused.tail_stride = e_stride;
+  fused.tail_len = a.n_exact;
+  if (a.n_rec > 0 && a.n_exact > 0 && cuda::prefill_wgmma_fuses_tail(fused, stream_)) {
+    cuda::tq_rows_to_16bit(a.rows.k, a.rows.cap, kb, e_stride, int(hk), a.n_exact, int(D), true, stream_);
+    cuda::tq_rows_to_16bit(a.rows.v, a.rows.cap, vb, e_stride, int(hk), a.n_exact, int(D), true, stream_);
+    return cuda::prefill_attention(fused, stream_);
+  }
   float* res = nullptr;
   if (a.n_rec > 0) {
     cuda::PrefillAttnArgs r = p;
@@ -235,8 +260,8 @@ void CudaBackend::tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& k
     res = out_a;
   }
   if (a.n_exact > 0) {
-    cuda::tq_rows_to_bf16(a.rows.k, a.rows.cap, kb, e_stride, int(hk), a.n_exact, int(D), stream_);
-    cuda::tq_rows_to_bf16(a.rows.v, a.rows.cap, vb, e_stride, int(hk), a.n_exact, int(D), stream_);
+    cuda::tq_rows_to_16bit(a.rows.k, a.rows.cap, kb, e_stride, int(hk), a.n_exact, int(D), false, stream_);
+    cuda::tq_rows_to_16bit(a.rows.v, a.rows.cap, vb, e_stride, int(hk), a.n_exact, int(D), false, stream_);
     cuda::PrefillAttnArgs e = p;
     e.out = res ? out_b : out_a;
     e.lse = res ? lse_b : lse_a;

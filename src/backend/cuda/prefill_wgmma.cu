@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_common.cuh"
@@ -45,22 +46,29 @@ constexpr float kLog2e = 1.4426950408889634f;
 // centroid magnitudes (half2 pairs) | mbarriers.
 // Kernel variants: dense bf16; TurboQuant decoded through H8's shared-memory byte-pair table;
 // TurboQuant decoded by ALU only (the 8 centroid magnitudes in registers, as byte planes
-// selected with prmt; the codebook is symmetric).
-enum WgMode { kDense = 0, kTqTable = 1, kTqAlu = 2 };
+// selected with prmt; the codebook is symmetric); the ALU variant that also takes a TurboQuant
+// prefill chunk's exact rows (fp16 tiles after the records, one softmax over both) and writes
+// the output rotated back by R_v^T (the engine's whole chunk attention in one launch).
+enum WgMode { kDense = 0, kTqTable = 1, kTqAlu = 2, kTqAluTail = 3 };
+struct WgParams;
+struct WgTailParams;
 template <int kMode>
 struct WgCfg {
   static constexpr bool kTq = kMode != kDense;
+  static constexpr bool kAlu = kMode == kTqAlu || kMode == kTqAluTail;  // the ALU decode
+  static constexpr bool kTail = kMode == kTqAluTail;
+  using Params = std::conditional_t<kTail, WgTailParams, WgParams>;
   static constexpr int kStages = kTq ? 2 : 3;
   static constexpr int kCodeBytes = kBN * kD / 2;
   // Scales: fp16 (table) or fp16 pairs (ALU: the half2 multiplier, one 32-bit load).
-  static constexpr int kRawStage = 2 * kCodeBytes + (kMode == kTqAlu ? 8 : 4) * kBN;
+  static constexpr int kRawStage = 2 * kCodeBytes + (kAlu ? 8 : 4) * kBN;
   static constexpr int kRawOff = kQBytes + kStages * 2 * kTileBytes;
   static constexpr int kLutOff = kRawOff + (kTq ? 2 * kRawStage : 0);  // table or ALU magnitudes
-  static constexpr int kBarOff = kLutOff + (kMode == kTqTable ? 256 * 32 * 4 : kMode == kTqAlu ? 32 : 0);
+  static constexpr int kBarOff = kLutOff + (kMode == kTqTable ? 256 * 32 * 4 : kAlu ? 32 : 0);
   static constexpr int kSmemBytes = kBarOff + 64 + 1024;  // + barriers + alignment slack
   // Producer warpgroups (the ALU decode: 2 by default, each decoding half of every tile's keys),
   // then 2 consumer warpgroups.
-  static constexpr int kProdWgs = kMode == kTqAlu ? TQ_WG_ALU_PRODUCERS : 1;
+  static constexpr int kProdWgs = kAlu ? TQ_WG_ALU_PRODUCERS : 1;
   static constexpr int kThreads = 128 * (kProdWgs + 2);
   // setmaxnreg split of the registers a thread is built with (kBase: 65536 / kThreads, a
   // multiple of 8): producers + 2 consumers = (kProdWgs + 2) x kBase.
@@ -91,6 +99,26 @@ struct WgParams {
   uint32_t v_lbo, v_sbo;  // V descriptor: 64-column half stride, 8-key group stride (bytes)
   float cent[16];         // TurboQuant centroids (one codebook for K and V)
 };
+
+// kTqAluTail: W exact fp16 rows after the L records ([n_kv][t_head_stride][128], keys L .. L + W - 1,
+// position offset off - L under the same causal rule), and the V codec's signs of
+// R_v = D_out H D_in / sqrt(128) for the output's rotation back (bit i of word i / 32).
+struct WgTailParams : WgParams {
+  const uint8_t* tk;
+  const uint8_t* tv;
+  int64_t t_head_stride;
+  int W;
+  uint32_t sign_in[4], sign_out[4];
+};
+
+// The exact rows of a kTqAluTail launch (0 for the other variants, whose tiles are all records).
+template <typename P>
+__device__ __forceinline__ int exact_rows(const P& p) {
+  if constexpr (std::is_same_v<P, WgTailParams>)
+    return p.W;
+  else
+    return 0;
+}
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // Byte offset of 16-byte chunk c (0..15) of row r in a tile of `rows` rows of 128 bf16, stored
@@ -178,7 +206,8 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
 #endif
 
 template <int kMode>
-__global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1) prefill_wgmma_kernel(const WgParams p) {
+__global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
+    prefill_wgmma_kernel(const typename WgCfg<kMode>::Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = WgCfg<kMode>;
   constexpr bool kTq = C::kTq;
@@ -186,7 +215,7 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1) prefill_wgmma_kerne
   extern __shared__ uint8_t smem_raw[];
   // ALU decode: the aligned base as an offset from smem_raw, so the compiler sees shared memory
   // (ld / st.shared with immediate offsets rather than generic 64-bit accesses).
-  uint8_t* smem = kMode == kTqAlu
+  uint8_t* smem = C::kAlu
                       ? smem_raw + ((0u - smem_u32(smem_raw)) & 1023u)
                       : reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                                    ~uintptr_t(1023));
@@ -200,14 +229,20 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1) prefill_wgmma_kerne
   const int h = blockIdx.x, hk = h / p.group;
   const int m0 = int(gridDim.y - 1 - blockIdx.y) * kBM;  // heaviest causal rows first
   const int j_hi = p.causal ? min(p.L, p.off + m0 + kBM) : p.L;
-  const int n_tiles = j_hi > 0 ? (j_hi + kBN - 1) / kBN : 0;
+  // Record tiles (the K/V arrays), then kTqAluTail's exact-row tiles.
+  const int n_rec = j_hi > 0 ? (j_hi + kBN - 1) / kBN : 0;
+  int n_tiles = n_rec;
+  if constexpr (C::kTail) {
+    const int w_hi = p.causal ? min(p.W, p.off - p.L + m0 + kBM) : p.W;
+    if (w_hi > 0) n_tiles += (w_hi + kBN - 1) / kBN;
+  }
 
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) mbar_init(full + s, 128 * C::kProdWgs), mbar_init(empty + s, 8);
     if constexpr (C::kSplitKV)
       for (int s = 0; s < kStages; ++s) mbar_init(full_v + s, 128 * C::kProdWgs);
   }
-  if constexpr (kMode == kTqAlu) {
+  if constexpr (C::kAlu) {
     // (Two copies: the producer's lanes read copy lane & 1, so the compiler cannot keep the
     // planes in uniform registers, which prmt cannot take as data: v1 copied them back each use.)
     if (tid < 8) reinterpret_cast<uint32_t*>(smem + C::kLutOff)[tid] = wgtq::magnitude_pair(p.cent, tid & 3);
@@ -236,7 +271,7 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1) prefill_wgmma_kerne
       const int lane = tid & 31;
       // ALU decode: the 8 fp16 magnitudes as half2 pairs, in ordinary registers.
       uint32_t mh[4];
-      if constexpr (kMode == kTqAlu) {
+      if constexpr (C::kAlu) {
         const uint4 a = reinterpret_cast<const uint4*>(smem + C::kLutOff)[lane & 1];
         mh[0] = a.x, mh[1] = a.y, mh[2] = a.z, mh[3] = a.w;
       }
@@ -251,7 +286,7 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1) prefill_wgmma_kerne
           const int r = half * kRowsIn + (i >> 2), c = i & 3, j = it * kBN + r;
           const bool ok = j < p.L;
           const int64_t off = (kv_base + (ok ? j : 0)) * (kD / 2) + c * 16;
-          const int dst = kMode == kTqAlu ? wgtq::raw_slot(r, c) : r * 64 + c * 16;
+          const int dst = C::kAlu ? wgtq::raw_slot(r, c) : r * 64 + c * 16;
           cp_async16_zfill(rs + dst, p.k + off, ok ? 16 : 0);
           cp_async16_zfill(rs + C::kCodeBytes + dst, p.v + off, ok ? 16 : 0);
         }
@@ -271,18 +306,18 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1) prefill_wgmma_kerne
         uint8_t* sc = raw + (it & 1) * C::kRawStage + 2 * C::kCodeBytes;
         if constexpr (kHalf) {
           reinterpret_cast<uint32_t*>(sc)[(pt >> 6) * kBN + srow] = sk | uint32_t(sk) << 16;
-        } else if constexpr (kMode == kTqAlu) {
+        } else if constexpr (C::kAlu) {
           reinterpret_cast<uint32_t*>(sc)[tid] = sk | uint32_t(sk) << 16;
           reinterpret_cast<uint32_t*>(sc)[kBN + tid] = sv | uint32_t(sv) << 16;
         } else {
           reinterpret_cast<uint16_t*>(sc)[tid] = sk, reinterpret_cast<uint16_t*>(sc)[kBN + tid] = sv;
         }
       };
-      if (n_tiles > 0) issue(0), load_scales(0), store_scales(0);
+      if (n_rec > 0) issue(0), load_scales(0), store_scales(0);
       cp_commit();
-      for (int it = 0; it < n_tiles; ++it) {
+      for (int it = 0; it < n_rec; ++it) {
         const int s = it % kStages;
-        const bool more = it + 1 < n_tiles;
+        const bool more = it + 1 < n_rec;
         if (more) issue(it + 1), load_scales(it + 1);
         cp_commit();
         cp_wait<1>();
@@ -298,7 +333,7 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1) prefill_wgmma_kerne
           wgtq::tq_decode_tile_alu<4, 8>(rs, ks, tid, mh);
         } else if constexpr (kHalf) {
           wgtq::tq_decode_tile_alu<0, 4, true>(rs, ks, pt, mh, half);
-        } else if constexpr (kMode == kTqAlu) {
+        } else if constexpr (C::kAlu) {
           wgtq::tq_decode_tile_alu(rs, ks, tid, mh);
         } else {
 #pragma unroll 2  // 4 spills at 56 registers
@@ -324,6 +359,36 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1) prefill_wgmma_kerne
         asm volatile("bar.sync %0, 128;\n" ::"r"(pbar) : "memory");  // raw stage it & 1 free again
       }
       cp_wait<0>();
+      if constexpr (C::kTail) {
+        // Exact-row tiles: the fp16 rows copied into the stage as they are (64 a warpgroup);
+        // tile it is published once tile it + 1's copies are issued (two in flight).
+        const int64_t t_base = int64_t(hk) * p.t_head_stride;
+        for (int it = n_rec; it < n_tiles; ++it) {
+          const int s = it % kStages;
+          if (it >= kStages) mbar_wait(empty + s, ((it / kStages) - 1) & 1);
+          uint8_t* ks = kv + s * 2 * kTileBytes;
+#pragma unroll 4
+          for (int i = pt; i < kBN / 2 * 16; i += 128) {
+            const int r = half * (kBN / 2) + (i >> 4), c = i & 15, j = (it - n_rec) * kBN + r;
+            const bool ok = j < p.W;
+            const int64_t off = (t_base + (ok ? j : 0)) * (kD * 2) + c * 16;
+            const uint32_t o = sw128(r, c, kBN);
+            cp_async16_zfill(ks + o, p.tk + off, ok ? 16 : 0);
+            cp_async16_zfill(ks + kTileBytes + o, p.tv + off, ok ? 16 : 0);
+          }
+          cp_commit();
+          if (it > n_rec) {
+            cp_wait<1>();
+            proxy_fence();
+            mbar_arrive(full + (it - 1) % kStages);
+          }
+        }
+        if (n_tiles > n_rec) {
+          cp_wait<0>();
+          proxy_fence();
+          mbar_arrive(full + (n_tiles - 1) % kStages);
+        }
+      }
     } else {
       // ---- Producer: tile `it` into stage it % kStages once the consumers released it; a tile
       // is published (after its copies landed, fenced for the async proxy) when the next is issued.
@@ -386,10 +451,14 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1) prefill_wgmma_kerne
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
   const int row0 = r0 + warp * 16 + g;  // this thread's rows: row0, row0 + 8
 
+  // A tile's key count and position offset: kTqAluTail's exact-row tiles have their own (each
+  // written where the other variants read p.L / p.off, which keeps their code as it was).
+  const auto lim = [&](int it) { return C::kTail && it >= n_rec ? exact_rows(p) : p.L; };
+  const auto off = [&](int it) { return C::kTail && it >= n_rec ? p.off - p.L : p.off; };
   for (int it = 0; it < n_tiles; ++it) {
-    const int s = it % kStages, n0 = it * kBN;
+    const int s = it % kStages, n0 = (C::kTail && it >= n_rec ? it - n_rec : it) * kBN;
     mbar_wait(full + s, (it / kStages) & 1);
-    const bool skip = p.causal && n0 > p.off + r0 + 63;
+    const bool skip = p.causal && n0 > off(it) + r0 + 63;
     if (!skip) {
       const uint32_t k_addr = kv_addr + s * 2 * kTileBytes, v_addr = k_addr + kTileBytes;
       float d[64];
@@ -403,14 +472,14 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1) prefill_wgmma_kerne
       wg_commit();
       wg_wait0();
       keep(d);
-      const bool need_mask = n0 + kBN > p.L || (p.causal && n0 + kBN - 1 > p.off + r0);
+      const bool need_mask = n0 + kBN > lim(it) || (p.causal && n0 + kBN - 1 > off(it) + r0);
       if (need_mask) {
 #pragma unroll
         for (int i = 0; i < 16; ++i)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int t = row0 + (e >> 1) * 8, j = n0 + i * 8 + 2 * c4 + (e & 1);
-            const bool vis = j < p.L && (!p.causal || j <= p.off + t);
+            const bool vis = j < lim(it) && (!p.causal || j <= off(it) + t);
             if (!vis) d[4 * i + e] = -INFINITY;
           }
       }
@@ -465,12 +534,25 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1) prefill_wgmma_kerne
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     const int t = row0 + 8 * r;
-    if (t >= p.T) continue;
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    float* dst = p.out + (int64_t(t) * p.n_head + h) * kD + 2 * c4;
+    if constexpr (C::kTail) {
+      // Rotated back by R_v^T before the store (the quad's shuffles run for every row).
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      float v[32];
 #pragma unroll
-    for (int i = 0; i < 16; ++i)
-      *reinterpret_cast<float2*>(dst + i * 8) = make_float2(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+      for (int i = 0; i < 32; ++i) v[i] = o[4 * (i >> 1) + 2 * r + (i & 1)] * inv;
+      wgtq::rotate_back_quad(v, c4, p.sign_in, p.sign_out);
+      if (t >= p.T) continue;
+      float* dst = p.out + (int64_t(t) * p.n_head + h) * kD + 2 * c4;
+#pragma unroll
+      for (int i = 0; i < 16; ++i) *reinterpret_cast<float2*>(dst + i * 8) = make_float2(v[2 * i], v[2 * i + 1]);
+    } else {
+      if (t >= p.T) continue;
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      float* dst = p.out + (int64_t(t) * p.n_head + h) * kD + 2 * c4;
+#pragma unroll
+      for (int i = 0; i < 16; ++i)
+        *reinterpret_cast<float2*>(dst + i * 8) = make_float2(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+    }
     if (p.lse && c4 == 0)
       p.lse[int64_t(t) * p.n_head + h] = l > 0.0f ? (m_run[r] + log2f(l)) * 0.6931471805599453f : -INFINITY;
   }
@@ -517,14 +599,24 @@ bool prefill_wgmma_handles(const PrefillAttnArgs& a) {
   if (a.head_dim != 128 || a.window != 0 || a.T < 1 || a.n_head <= 0 || a.n_head_kv <= 0 ||
       a.n_head % a.n_head_kv != 0)
     return false;
-  if (a.format == KvFormat::BF16) return true;
+  if (a.format == KvFormat::BF16) return a.tail_len == 0;
   if (a.format != KvFormat::TurboQuant || !a.k_codec || !a.v_codec || !a.k_scale || !a.v_scale)
     return false;
   const TqCodecDev &kc = *a.k_codec, &vc = *a.v_codec;
   if (kc.bits != 4 || vc.bits != 4 || kc.head_dim != 128 || vc.head_dim != 128) return false;
   for (int i = 0; i < 16; ++i)
     if (kc.centroids[i] != vc.centroids[i]) return false;
-  return true;
+  // Exact rows in the same launch: the ALU variant only (symmetric centroids).
+  return a.tail_len == 0 || prefill_wgmma_alu_decodes(kc.centroids);
+}
+
+bool prefill_wgmma_fuses_tail(const PrefillAttnArgs& a, void* stream) {
+  static const bool on = [] {
+    const char* e = std::getenv("TQ_PREFILL_FUSED_TAIL");
+    return !(e && *e) || std::atoi(e) != 0;
+  }();
+  return on && a.format == KvFormat::TurboQuant && a.tail_len > 0 && prefill_wgmma_tq_enabled() &&
+         prefill_wgmma_handles(a) && prefill_wgmma_available(stream);
 }
 
 bool prefill_wgmma_enabled() {
@@ -545,7 +637,7 @@ bool prefill_wgmma_tq_enabled() {
 
 namespace {
 template <int kMode>
-void launch_wgmma(const WgParams& p, int64_t T, int n_head, cudaStream_t st) {
+void launch_wgmma(const typename WgCfg<kMode>::Params& p, int64_t T, int n_head, cudaStream_t st) {
   constexpr int bytes = WgCfg<kMode>::kSmemBytes;
   static bool attr = false;  // per instantiation; the kernels run on one device
   if (!attr) {
@@ -580,7 +672,9 @@ void prefill_attention_wgmma(const PrefillAttnArgs& a, void* stream, TqDecode de
   const int64_t big = int64_t(1) << 29;
   if (a.T >= big || a.L < 0 || a.L >= big || std::llabs(a.q_pos0) >= big ||
       std::llabs(a.k_pos0) >= big || (a.L > 0 && a.head_stride < a.L) ||
-      a.head_stride >= (int64_t(1) << 40))
+      a.head_stride >= (int64_t(1) << 40) || a.tail_len < 0 || a.tail_len >= big ||
+      (a.tail_len > 0 && (!a.tail_k || !a.tail_v || a.tail_stride < a.tail_len ||
+                          a.tail_stride >= (int64_t(1) << 40))))
     raise("prefill_attention_wgmma: positions or lengths out of range");
   const bool tq = a.format == KvFormat::TurboQuant;
   WgParams p{};
@@ -597,6 +691,14 @@ void prefill_attention_wgmma(const PrefillAttnArgs& a, void* stream, TqDecode de
   if (decode == TqDecode::kDefault) decode = prefill_wgmma_tq_decode();
   if (tq && decode == TqDecode::kAlu && !prefill_wgmma_alu_decodes(p.cent))
     decode = TqDecode::kTable;  // (the ALU decode stores magnitudes only)
+  if (a.tail_len > 0) {  // prefill_wgmma_handles: TurboQuant, symmetric centroids
+    WgTailParams tp{};
+    static_cast<WgParams&>(tp) = p;
+    tp.tk = reinterpret_cast<const uint8_t*>(a.tail_k), tp.tv = reinterpret_cast<const uint8_t*>(a.tail_v);
+    tp.t_head_stride = a.tail_stride, tp.W = int(a.tail_len);
+    for (int i = 0; i < 4; ++i) tp.sign_in[i] = a.v_codec->sign_in[i], tp.sign_out[i] = a.v_codec->sign_out[i];
+    return launch_wgmma<kTqAluTail>(tp, a.T, a.n_head, as_stream(stream));
+  }
   if (!tq)
     launch_wgmma<kDense>(p, a.T, a.n_head, as_stream(stream));
   else if (decode == TqDecode::kTable)

@@ -1,6 +1,7 @@
-// TurboQuant 4-bit decode of the Hopper prefill kernel's producer (prefill_wgmma.cu, ALU
-// variant): codes to fp16 K / V tiles with the 8 centroid magnitudes held as byte planes in
-// registers and selected with prmt (no table loads), in the kernel's 128B-swizzled tile layout.
+// TurboQuant parts of the Hopper prefill kernel (prefill_wgmma.cu): the producer's 4-bit ALU
+// decode (codes to fp16 K / V tiles with the 8 centroid magnitudes held as byte planes in
+// registers and selected with prmt, no table loads, in the kernel's 128B-swizzled tile layout),
+// and the consumers' rotation of an output row back by R_v^T.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -119,6 +120,47 @@ __device__ __forceinline__ void tq_decode_tile_alu(const uint8_t* rs, uint8_t* k
           make_uint4(o[0], o[1], o[2], o[3]);
     }
   }
+}
+
+// v <- R^T v for R = D_out H D_in / sqrt(128) (sign_in / sign_out: D_in / D_out, bit i of word
+// i / 32), on one row held by the 4 lanes of a quad: lane c4 holds coordinates 8 i + 2 c4 + e as
+// v[2 i + e] (the wgmma accumulator's columns). The operations of tq_hadamard.cuh's warp_rotate
+// (inverse) in its order: D_out's signs, the butterflies a + b / a - b by stage h = 1, 2, .., 64
+// (h = 2 and 4 across the quad, as one fma by +-1), then the scale with D_in's signs; so the
+// result has the bits of the rotation pass (tq_rotate) over the same row.
+__device__ __forceinline__ void rotate_back_quad(float (&v)[32], int c4, const uint32_t (&sign_in)[4],
+                                                 const uint32_t (&sign_out)[4]) {
+  const auto neg = [c4](const uint32_t (&m)[4], int k) {
+    const int i = k >> 1;
+    return ((m[i >> 2] >> (8 * (i & 3) + 2 * c4 + (k & 1))) & 1u) != 0;
+  };
+#pragma unroll
+  for (int k = 0; k < 32; ++k)
+    if (neg(sign_out, k)) v[k] = -v[k];
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {  // h = 1: the pair in a lane
+    const float a = v[2 * i], b = v[2 * i + 1];
+    v[2 * i] = __fadd_rn(a, b), v[2 * i + 1] = __fsub_rn(a, b);
+  }
+#pragma unroll
+  for (int lo = 1; lo < 4; lo <<= 1) {  // h = 2, 4: the lower lane keeps a + b, the upper a - b
+    const float sg = (c4 & lo) ? -1.0f : 1.0f;
+#pragma unroll
+    for (int k = 0; k < 32; ++k) v[k] = __fmaf_rn(sg, v[k], __shfl_xor_sync(0xffffffffu, v[k], lo));
+  }
+#pragma unroll
+  for (int hb = 1; hb < 16; hb <<= 1)  // h = 8 hb: pairs i, i + hb of a lane's 16 column groups
+#pragma unroll
+    for (int i = 0; i < 16; ++i)
+      if (!(i & hb))
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float a = v[2 * i + e], b = v[2 * (i + hb) + e];
+          v[2 * i + e] = __fadd_rn(a, b), v[2 * (i + hb) + e] = __fsub_rn(a, b);
+        }
+  const float s = __fdiv_rn(1.0f, __fsqrt_rn(128.0f));
+#pragma unroll
+  for (int k = 0; k < 32; ++k) v[k] = __fmul_rn(v[k], neg(sign_in, k) ? -s : s);
 }
 
 }  // namespace tq::cuda::wgtq

@@ -111,27 +111,40 @@ void by_shape(int head_dim, bool vec, const char* what, Go&& go) {
 constexpr int kRowsPerBlock = 8;  // one warp a row
 unsigned row_blocks(int64_t n_rows) { return unsigned((n_rows + kRowsPerBlock - 1) / kRowsPerBlock); }
 
-__global__ void rows_to_bf16_kernel(const float* src, int64_t src_hs, uint16_t* dst,
-                                    int64_t dst_hs, int64_t n_rows, int d, int64_t total) {
+// 16-bit rounding of the window rows: bf16 (the dense kernels) or fp16 (the TurboQuant wgmma
+// kernel's exact tail tiles).
+template <bool kF16>
+__device__ __forceinline__ uint32_t pack2(float a, float b) {
+  if constexpr (kF16) {
+    const __half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  } else {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+}
+
+template <bool kF16>
+__global__ void rows_to_16_kernel(const float* src, int64_t src_hs, uint16_t* dst,
+                                  int64_t dst_hs, int64_t n_rows, int d, int64_t total) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t per_head = n_rows * d;
     const int64_t h = i / per_head, r = i % per_head;
-    __nv_bfloat16 b = __float2bfloat16_rn(src[h * src_hs * d + r]);
-    dst[h * dst_hs * d + r] = *reinterpret_cast<uint16_t*>(&b);
+    dst[h * dst_hs * d + r] = uint16_t(pack2<kF16>(src[h * src_hs * d + r], 0.0f) & 0xFFFFu);
   }
 }
 
-// The same for 16-byte aligned rows (8-byte bf16 ones): head blockIdx.y, 4 floats a thread, no
+// The same for 16-byte aligned rows (8-byte 16-bit ones): head blockIdx.y, 4 floats a thread, no
 // 64-bit division per element (the scalar form: ~21 us a 4K-row window of 8 heads on the H200).
-__global__ void rows_to_bf16_vec_kernel(const float4* src, int64_t src_hs4, uint2* dst,
-                                        int64_t dst_hs4, int per_head4) {
+template <bool kF16>
+__global__ void rows_to_16_vec_kernel(const float4* src, int64_t src_hs4, uint2* dst,
+                                      int64_t dst_hs4, int per_head4) {
   const float4* s = src + blockIdx.y * src_hs4;
   uint2* o = dst + blockIdx.y * dst_hs4;
   for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < per_head4; i += gridDim.x * blockDim.x) {
     const float4 v = s[i];
-    const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
-    o[i] = make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+    o[i] = make_uint2(pack2<kF16>(v.x, v.y), pack2<kF16>(v.z, v.w));
   }
 }
 
@@ -157,9 +170,9 @@ void tq_merge_rotate(const float* a, const float* lse_a, const float* b, const f
   check_last_launch("tq_merge_rotate");
 }
 
-void tq_rows_to_bf16(const float* src, int64_t src_head_stride, uint16_t* dst,
-                     int64_t dst_head_stride, int n_head, int64_t n_rows, int head_dim,
-                     void* stream) {
+void tq_rows_to_16bit(const float* src, int64_t src_head_stride, uint16_t* dst,
+                      int64_t dst_head_stride, int n_head, int64_t n_rows, int head_dim, bool fp16,
+                      void* stream) {
   const int64_t total = int64_t(n_head) * n_rows * head_dim;
   if (total <= 0) return;
   cudaStream_t st = as_stream(stream);
@@ -168,16 +181,24 @@ void tq_rows_to_bf16(const float* src, int64_t src_head_stride, uint16_t* dst,
                    reinterpret_cast<uintptr_t>(dst) % 8 == 0 && per_head4 < (int64_t(1) << 30) &&
                    n_head <= 65535;
   if (vec) {
-    const unsigned bx = unsigned(std::min<int64_t>((per_head4 + 255) / 256, 1024));
-    rows_to_bf16_vec_kernel<<<dim3(bx, unsigned(n_head)), 256, 0, st>>>(
-        reinterpret_cast<const float4*>(src), src_head_stride * head_dim / 4,
-        reinterpret_cast<uint2*>(dst), dst_head_stride * head_dim / 4, int(per_head4));
+    const dim3 grid(unsigned(std::min<int64_t>((per_head4 + 255) / 256, 1024)), unsigned(n_head));
+    const auto* s4 = reinterpret_cast<const float4*>(src);
+    auto* d2 = reinterpret_cast<uint2*>(dst);
+    const int64_t shs = src_head_stride * head_dim / 4, dhs = dst_head_stride * head_dim / 4;
+    if (fp16)
+      rows_to_16_vec_kernel<true><<<grid, 256, 0, st>>>(s4, shs, d2, dhs, int(per_head4));
+    else
+      rows_to_16_vec_kernel<false><<<grid, 256, 0, st>>>(s4, shs, d2, dhs, int(per_head4));
   } else {
-    const int64_t blocks = std::min<int64_t>((total + 255) / 256, 65535);
-    rows_to_bf16_kernel<<<unsigned(blocks), 256, 0, st>>>(src, src_head_stride, dst,
-                                                          dst_head_stride, n_rows, head_dim, total);
+    const unsigned blocks = unsigned(std::min<int64_t>((total + 255) / 256, 65535));
+    if (fp16)
+      rows_to_16_kernel<true><<<blocks, 256, 0, st>>>(src, src_head_stride, dst, dst_head_stride,
+                                                     n_rows, head_dim, total);
+    else
+      rows_to_16_kernel<false><<<blocks, 256, 0, st>>>(src, src_head_stride, dst, dst_head_stride,
+                                                      n_rows, head_dim, total);
   }
-  check_last_launch("tq_rows_to_bf16");
+  check_last_launch("tq_rows_to_16bit");
 }
 
 }  // namespace tq::cuda

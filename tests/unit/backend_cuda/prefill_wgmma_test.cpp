@@ -3,7 +3,8 @@
 // after cached keys (q_pos0 > 0, keys starting later), odd T and L, non-causal, GQA, no keys,
 // lse. Fresh random inputs, outputs poisoned with NaN, shared memory poisoned, NaN bit patterns
 // in cache slots past L. TurboQuant runs both producer decodes (H8's table, the ALU one): each
-// against the reference, and the two must agree bit for bit. Skips off sm_90.
+// against the reference, and the two must agree bit for bit; with exact fp16 rows after the
+// records, the one-launch variant against the reference rotated back. Skips off sm_90.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <string>
 
+#include "backend/cuda/prefill_attention.h"
 #include "backend/cuda/prefill_wgmma.h"
 #include "backend/cuda/tq_cuda.h"
 #include "gpu_test_util.h"
@@ -98,8 +100,11 @@ float half_bits(uint16_t b) {
 // Codebook: the codec's; kRandom: 16 random centroids (unsorted, asymmetric, both signs) for K
 // and V alike, which the ALU decode (magnitudes only) must refuse and leave to the table decode;
 // kRandomSymmetric: 8 random magnitudes (unsorted) mirrored, which it takes.
+// W > 0: W exact fp16 rows after the L records (keys L .. L + W - 1, NaN patterns past W) in the
+// same launch (the ALU variant with the tail); the reference sees the records' and the rows'
+// values as one key array, and its output rows are rotated back by the V codec's R^T in double.
 enum class Codebook { kCodec, kRandom, kRandomSymmetric };
-void check_tq(Backend& be, const WgCase& c, Codebook book = Codebook::kCodec) {
+void check_tq(Backend& be, const WgCase& c, Codebook book = Codebook::kCodec, int64_t W = 0) {
   constexpr int d = 128;
   quant::TqFormat f;
   f.head_dim = d;
@@ -138,10 +143,50 @@ void check_tq(Backend& be, const WgCase& c, Codebook book = Codebook::kCodec) {
         v[slot * d + size_t(i)] = vc.centroids[(i & 1) ? bv >> 4 : bv & 15] * sv;
       }
     }
+  // The exact rows: fp16 [n_kv][t_stride][d]; the reference's keys: records then rows.
+  const int64_t t_stride = W + 5, all = c.L + W;
+  std::vector<uint16_t> tk(size_t(c.n_kv * t_stride * d), 0x7E01), tv(tk.size(), 0xFE01);
+  std::vector<float> ka(size_t(c.n_kv * std::max<int64_t>(all, 1) * d)), va(ka.size());
+  const auto tkx = randn(size_t(c.n_kv * W * d), 1.3f), tvx = randn(tkx.size());
+  for (int h = 0; h < c.n_kv; ++h)
+    for (int64_t j = 0; j < all; ++j)
+      for (int i = 0; i < d; ++i) {
+        const size_t dst = size_t((h * all + j) * d + i);
+        if (j < c.L) {
+          ka[dst] = k[size_t((h * stride + j) * d + i)], va[dst] = v[size_t((h * stride + j) * d + i)];
+          continue;
+        }
+        const size_t t = size_t((h * t_stride + j - c.L) * d + i);
+        const size_t x = size_t((h * W + j - c.L) * d + i);
+        tk[t] = f32_to_f16(tkx[x]), tv[t] = f32_to_f16(tvx[x]);
+        ka[dst] = f16_to_f32(tk[t]), va[dst] = f16_to_f32(tv[t]);
+      }
+  WgCase ca = c;
+  ca.L = all;
   auto q = randn(size_t(c.T * c.n_head * d));
   std::vector<double> ref, lref;
-  attend(c, stride, q, k, v, ref, lref);
+  attend(ca, std::max<int64_t>(all, 1), q, ka, va, ref, lref);
+  if (W > 0) {  // out = R_v^T (attention in the rotated basis): R^T's columns from apply_t
+    std::vector<double> m(size_t(d * d));
+    std::vector<float> e(d), col(d);
+    for (int j = 0; j < d; ++j) {
+      std::fill(e.begin(), e.end(), 0.0f);
+      e[size_t(j)] = 1.0f;
+      vcodec.rotation().apply_t(e.data(), col.data());
+      for (int i = 0; i < d; ++i) m[size_t(i * d + j)] = col[size_t(i)];
+    }
+    std::vector<double> row(d);
+    for (size_t r = 0; r < lref.size(); ++r) {
+      std::copy(ref.begin() + long(r * d), ref.begin() + long((r + 1) * d), row.begin());
+      for (int i = 0; i < d; ++i) {
+        double acc = 0;
+        for (int j = 0; j < d; ++j) acc += m[size_t(i * d + j)] * row[size_t(j)];
+        ref[r * d + size_t(i)] = acc;
+      }
+    }
+  }
   DeviceBuffer qd = to_dev(be, q), kd = to_dev(be, kcode), vd = to_dev(be, vcode);
+  DeviceBuffer tkd = to_dev(be, tk), tvd = to_dev(be, tv);
   DeviceBuffer ksd = to_dev(be, ks), vsd = to_dev(be, vs);
   cuda::PrefillAttnArgs a;
   a.q = qd.f32();
@@ -151,6 +196,26 @@ void check_tq(Backend& be, const WgCase& c, Codebook book = Codebook::kCodec) {
   a.k_codec = &kc, a.v_codec = &vc;
   a.head_stride = stride, a.T = c.T, a.L = c.L, a.n_head = c.n_head, a.n_head_kv = c.n_kv;
   a.head_dim = d, a.q_pos0 = c.q_pos0, a.k_pos0 = c.k_pos0, a.causal = c.causal;
+  if (W > 0) {
+    a.tail_k = static_cast<const uint16_t*>(tkd.data()), a.tail_v = static_cast<const uint16_t*>(tvd.data());
+    a.tail_stride = t_stride, a.tail_len = W;
+    if (book == Codebook::kRandom) {  // the ALU decode, which the rows need, refuses it
+      EXPECT_FALSE(cuda::prefill_wgmma_fuses_tail(a));
+      EXPECT_THROW(cuda::prefill_attention(a), std::exception);
+      return;
+    }
+    ASSERT_TRUE(cuda::prefill_wgmma_fuses_tail(a));
+    DeviceBuffer od = poisoned(be, ref.size()), ld = poisoned(be, lref.size());
+    a.out = od.f32(), a.lse = ld.f32();
+    for (int rep = 0; rep < 2; ++rep) {
+      cuda::poison_shared_memory();
+      cuda::prefill_attention(a);  // the engine's entry point: routes to the fused variant
+    }
+    cuda::check_last_launch("prefill_attention (TurboQuant + exact rows)");
+    compare(ca, "tq4 alu + rows, rotated back", from_dev(be, od, ref.size()),
+            from_dev(be, ld, lref.size()), ref, lref);
+    return;
+  }
   ASSERT_TRUE(cuda::prefill_wgmma_handles(a));
   std::vector<float> outs[2], lses[2];
   const cuda::TqDecode decodes[2] = {cuda::TqDecode::kTable, cuda::TqDecode::kAlu};
@@ -163,7 +228,7 @@ void check_tq(Backend& be, const WgCase& c, Codebook book = Codebook::kCodec) {
     }
     cuda::check_last_launch("prefill_attention_wgmma (TurboQuant)");
     outs[dv] = from_dev(be, od, ref.size()), lses[dv] = from_dev(be, ld, lref.size());
-    compare(c, dv ? "tq4 alu" : "tq4 table", outs[dv], lses[dv], ref, lref);
+    compare(ca, dv ? "tq4 alu" : "tq4 table", outs[dv], lses[dv], ref, lref);
   }
   // Same fp16 K/V tiles, same consumers: the outputs are identical (NaN-safe bit compare).
   const auto same_bits = [](const std::vector<float>& x, const std::vector<float>& y) {
@@ -236,6 +301,24 @@ TEST(CudaPrefillWgmma, TurboQuantMatchesCpuDecodedReference) {
   check_tq(*be, {4, 2, 131, 259, 128});          // causal, partial last tiles
   check_tq(*be, {8, 2, 600, 777}, Codebook::kRandom);
   check_tq(*be, {8, 2, 600, 777}, Codebook::kRandomSymmetric);
+}
+
+// Records and exact rows in one launch, rotated back (the engine's prefill chunk after a
+// conversion): records before the chunk, then rows holding the chunk's own keys (causal), partial
+// tiles on both sides, a window with older rows, a chunk whose first rows are records too (causal
+// over both), a single key each, non-causal; and an asymmetric codebook refused (the rows need
+// the ALU decode).
+TEST(CudaPrefillWgmma, TurboQuantWithExactRowsMatchesCpuReference) {
+  TQ_REQUIRE_GPU();
+  auto be = make_cuda_backend();
+  if (!cuda::prefill_wgmma_available()) GTEST_SKIP() << "not an sm_90 device";
+  check_tq(*be, {8, 2, 700, 1000, 1000}, Codebook::kCodec, 700);   // records, then the chunk's rows
+  check_tq(*be, {32, 8, 300, 2001, 2101}, Codebook::kCodec, 400);  // 100 older rows in the window
+  check_tq(*be, {4, 2, 129, 4099, 4099}, Codebook::kCodec, 129);
+  check_tq(*be, {8, 2, 500, 300, 100}, Codebook::kCodec, 300);     // records hold the chunk's first 200
+  check_tq(*be, {4, 1, 1, 1, 1}, Codebook::kCodec, 1);             // one query, one record, one row
+  check_tq(*be, {8, 2, 256, 128, 0, 0, false}, Codebook::kRandomSymmetric, 200);  // non-causal
+  check_tq(*be, {8, 2, 64, 128, 128}, Codebook::kRandom, 64);  // refused: not symmetric
 }
 
 }  // namespace

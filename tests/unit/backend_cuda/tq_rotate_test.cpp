@@ -121,19 +121,21 @@ TEST(CudaTqRotate, MergeRotateMatchesTheMergedRowsRotatedBack) {
     }
 }
 
-TEST(CudaTqRotate, RowsToBf16MatchTheHostRounding) {
+TEST(CudaTqRotate, RowsTo16BitMatchTheHostRounding) {
   TQ_REQUIRE_GPU();
   auto be = make_cuda_backend();
   const int n_head = 3, d = 128;
   const int64_t n_rows = 517, src_hs = 600, dst_hs = 576;
-  for (int shift : {0, 1}) {
-    SCOPED_TRACE(testing::Message() << "shift " << shift);
+  for (int kind = 0; kind < 4; ++kind) {
+    const bool fp16 = kind >= 2;
+    const int shift = kind & 1;
+    SCOPED_TRACE(testing::Message() << "shift " << shift << (fp16 ? " fp16" : " bf16"));
     const auto x = randn(size_t(n_head * src_hs * d), 5.0f);
     DeviceBuffer xd = shifted(*be, x, shift);
     const std::vector<uint16_t> poison(size_t(n_head * dst_hs * d + 8), 0xFFFF);
     DeviceBuffer yd = to_dev(*be, poison);
     auto* dst = static_cast<uint16_t*>(yd.data()) + shift;  // shift 1: 2-byte aligned only
-    cuda::tq_rows_to_bf16(xd.f32() + shift, src_hs, dst, dst_hs, n_head, n_rows, d);
+    cuda::tq_rows_to_16bit(xd.f32() + shift, src_hs, dst, dst_hs, n_head, n_rows, d, fp16);
     cuda_synchronize();
     std::vector<uint16_t> y(poison.size());
     be->download(y.data(), yd.data(), y.size() * 2);
@@ -142,8 +144,9 @@ TEST(CudaTqRotate, RowsToBf16MatchTheHostRounding) {
       for (int64_t t = 0; t < dst_hs; ++t)
         for (int i = 0; i < d; ++i) {
           const uint16_t got = y[size_t(shift + (h * dst_hs + t) * d + i)];
+          const float xi = t < n_rows ? x[size_t((h * src_hs + t) * d + i)] : 0.0f;
           if (t < n_rows)
-            wrong += got != f32_to_bf16(x[size_t((h * src_hs + t) * d + i)]);
+            wrong += got != (fp16 ? f32_to_f16(xi) : f32_to_bf16(xi));
           else
             touched += got != 0xFFFF;
         }
