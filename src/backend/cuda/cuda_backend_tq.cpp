@@ -184,61 +184,70 @@ void CudaBackend::tq_decode(const TqAttentionArgs& a, const cuda::TqCodecDev& kc
 
 // Prefill chunk: q rotated by R_k once; flash attention over the records (TurboQuant codes, in
 // the rotated domain) and the exact rows (causal, positions n_rec ..), rotated back by R_v^T. On
-// the Hopper kernel one launch takes both (the rows as fp16 tiles after the records, one softmax,
-// the rotation in its epilogue); otherwise the rows run as a bf16 copy in a second launch, each
-// part with its log-sum-exp, merged and rotated back in one pass.
+// the Hopper kernel that is one launch (the rows as fp16 tiles after the records, one softmax,
+// the rotation in its epilogue): no f32 scratch but the rotated q. Otherwise the rows run as a
+// bf16 copy in a second launch, each part with its log-sum-exp, merged and rotated back in one
+// pass (two f32 outputs of the chunk's size as scratch).
 void CudaBackend::tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& kc,
                              const cuda::TqCodecDev& vc) {
   const TqStore& st = a.store;
   const int64_t T = a.T, H = a.n_head, D = st.head_dim, hk = st.n_head_kv;
   const int64_t rows = T * H, row_f = rows * D;
-  const int64_t e_stride = (a.n_exact + 63) / 64 * 64;  // bf16 exact rows per kv head
+  const int64_t e_stride = (a.n_exact + 63) / 64 * 64;  // 16-bit exact rows per kv head
   auto up = [](int64_t n) { return (n + 63) / 64 * 64; };  // 256-byte aligned regions
   const int64_t e_elems = hk * (e_stride + 64) * D;        // + slack for whole-tile reads
-  // q rotated here unless the RoPE pass did it (then no room for it: 64 MB at a 4K chunk of
-  // 32 heads).
-  const int64_t q_floats = a.q_rotated ? 0 : up(row_f);
-  const size_t f32_floats = size_t(q_floats + 2 * up(row_f) + 2 * up(rows));
-  tq_grow(tq_scratch_, f32_floats * sizeof(float) + size_t(2 * e_elems) * 2);
-  float* scratch = static_cast<float*>(tq_scratch_.p);
-  float* q_rot = a.q_rotated ? nullptr : scratch;
-  float* out_a = scratch + q_floats;
-  float* out_b = out_a + up(row_f);
-  float* lse_a = out_b + up(row_f);
-  float* lse_b = lse_a + up(rows);
-  auto* kb = reinterpret_cast<uint16_t*>(lse_b + up(rows));
-  uint16_t* vb = kb + e_elems;
 
-  if (q_rot) cuda::tq_rotate(a.q, q_rot, rows, kc, false, stream_);
   cuda::PrefillAttnArgs p;
-  p.q = q_rot ? q_rot : a.q;
   p.T = T;
   p.n_head = int(H);
   p.n_head_kv = int(hk);
   p.head_dim = int(D);
   p.q_pos0 = a.q_pos0;
   p.scale = a.scale;
-  cuda::PrefillAttnArgs fused = p;
-  fused.out = a.out;
-  fused.format = cuda::KvFormat::TurboQuant;
-  fused.k = st.k_codes;
-  fused.v = st.v_codes;
-  fused.k_scale = st.k_scale;
-  fused.v_scale = st.v_scale;
-  fused.k_codec = &kc;
-  fused.v_codec = &vc;
-  fused.head_stride = st.cap;
-  fused.L = a.n_rec;
-  fused.k_pos0 = 0;
-  fused.causal = true;
-  fused.tail_k = kb;
-  fused.tail_v = vb;
-  fused.tail_stride = e_stride;
-  fused.tail_len = a.n_exact;
-  if (a.n_rec > 0 && a.n_exact > 0 && cuda::prefill_wgmma_fuses_tail(fused, stream_)) {
-    cuda::tq_rows_to_16bit(a.rows.k, a.rows.cap, kb, e_stride, int(hk), a.n_exact, int(D), true, stream_);
-    cuda::tq_rows_to_16bit(a.rows.v, a.rows.cap, vb, e_stride, int(hk), a.n_exact, int(D), true, stream_);
-    return cuda::prefill_attention(fused, stream_);
+  cuda::PrefillAttnArgs one = p;  // records and rows in one launch, rotated back
+  one.out = a.out;
+  one.format = cuda::KvFormat::TurboQuant;
+  one.k = st.k_codes;
+  one.v = st.v_codes;
+  one.k_scale = st.k_scale;
+  one.v_scale = st.v_scale;
+  one.k_codec = &kc;
+  one.v_codec = &vc;
+  one.head_stride = st.cap;
+  one.L = a.n_rec;
+  one.k_pos0 = 0;
+  one.causal = true;  // records before the chunk are all visible; those holding it are causal
+  one.rotate_back = true;
+  one.tail_len = a.n_exact;
+  one.tail_stride = e_stride;
+  const bool fused = cuda::prefill_wgmma_one_launch(one, stream_);
+
+  // q rotated here unless the RoPE pass did it (then no room for it: 64 MB at a 4K chunk of
+  // 32 heads); the two-launch path's outputs and log-sum-exps; the exact rows' 16-bit copies.
+  const int64_t q_floats = a.q_rotated ? 0 : up(row_f);
+  const int64_t part_floats = fused ? 0 : 2 * up(row_f) + 2 * up(rows);
+  const int64_t copy_elems = a.n_exact > 0 ? 2 * e_elems : 0;
+  tq_grow(tq_scratch_, size_t(q_floats + part_floats) * sizeof(float) + size_t(copy_elems) * 2);
+  float* scratch = static_cast<float*>(tq_scratch_.p);
+  float* q_rot = a.q_rotated ? nullptr : scratch;
+  float* out_a = scratch + q_floats;
+  float* out_b = out_a + up(row_f);
+  float* lse_a = out_b + up(row_f);
+  float* lse_b = lse_a + up(rows);
+  auto* kb = reinterpret_cast<uint16_t*>(scratch + q_floats + part_floats);
+  uint16_t* vb = kb + e_elems;
+
+  if (q_rot) cuda::tq_rotate(a.q, q_rot, rows, kc, false, stream_);
+  p.q = q_rot ? q_rot : a.q;
+  if (fused) {
+    if (a.n_exact > 0) {
+      cuda::tq_rows_to_16bit(a.rows.k, a.rows.cap, kb, e_stride, int(hk), a.n_exact, int(D), true, stream_);
+      cuda::tq_rows_to_16bit(a.rows.v, a.rows.cap, vb, e_stride, int(hk), a.n_exact, int(D), true, stream_);
+      one.tail_k = kb;
+      one.tail_v = vb;
+    }
+    one.q = p.q;
+    return cuda::prefill_attention(one, stream_);
   }
   float* res = nullptr;
   if (a.n_rec > 0) {

@@ -431,13 +431,14 @@ void prefill_attention(const PrefillAttnArgs& a, void* stream) {
   if (a.T < 0 || a.L < 0 || (a.L > 0 && a.head_stride < a.L))
     raise("prefill_attention: bad lengths T=" + std::to_string(a.T) + " L=" + std::to_string(a.L) +
           " head_stride=" + std::to_string(a.head_stride));
-  if (a.tail_len < 0 || (a.tail_len > 0 && (!tq || !a.tail_k || !a.tail_v || a.tail_stride < a.tail_len)))
-    raise("prefill_attention: bad exact tail (tail_len " + std::to_string(a.tail_len) + ")");
-  if (a.tail_len > 0) {
-    if (!prefill_wgmma_fuses_tail(a, stream))
-      raise("prefill_attention: exact tail rows need the Hopper TurboQuant kernel (sm_90, head_dim "
-            "128, one symmetric codebook, no window, TQ_PREFILL_WGMMA_TQ and TQ_PREFILL_FUSED_TAIL "
-            "not 0)");
+  if (a.tail_len < 0 || (a.tail_len > 0 && (!a.rotate_back || !a.tail_k || !a.tail_v || a.tail_stride < a.tail_len)))
+    raise("prefill_attention: bad exact tail (tail_len " + std::to_string(a.tail_len) +
+          "; it needs rotate_back and its rows)");
+  if (a.rotate_back) {
+    if (!prefill_wgmma_one_launch(a, stream))
+      raise("prefill_attention: rotate_back and exact tail rows need the Hopper TurboQuant kernel "
+            "(sm_90, head_dim 128, one symmetric codebook, no window, TQ_PREFILL_WGMMA_TQ and "
+            "TQ_PREFILL_ONE_LAUNCH not 0)");
     if (a.T > 0) prefill_attention_wgmma(a, stream);
     return;
   }

@@ -35,11 +35,12 @@ struct PrefillAttnArgs {
   int64_t q_pos0 = 0, k_pos0 = 0, window = 0;
   bool causal = true;
   float scale = 0.0f;  // 0: 1 / sqrt(head_dim)
-  // TurboQuant only, on the Hopper kernel (prefill_wgmma_fuses_tail): tail_len exact rows after
-  // the L records, fp16 [n_head_kv][tail_stride][head_dim] in the records' rotated basis (keys
-  // L .. L + tail_len - 1 at positions k_pos0 + L + j), attended in the same launch: one softmax
-  // over records and rows, causal over both. The output is then rotated back by R_v^T
-  // (v_codec's rotation): the chunk's attention in the model's basis. lse as without a tail.
+  // TurboQuant only, on the Hopper kernel (prefill_wgmma_one_launch): the output rotated back by
+  // R_v^T (v_codec's rotation) in the same launch, so out is in the model's basis; and tail_len
+  // exact rows after the L records, fp16 [n_head_kv][tail_stride][head_dim] in the records'
+  // rotated basis (keys L .. L + tail_len - 1 at positions k_pos0 + L + j), one softmax over
+  // records and rows, causal over both. lse as without them. tail_len > 0 needs rotate_back.
+  bool rotate_back = false;
   const uint16_t* tail_k = nullptr;
   const uint16_t* tail_v = nullptr;
   int64_t tail_stride = 0, tail_len = 0;
@@ -54,8 +55,9 @@ struct PrefillAttnArgs {
 // The environment variable TQ_PREFILL_VARIANT=1 or 3 picks older d=128 kernels (benchmarks).
 // bf16 at head_dim 128 without a window runs the Hopper wgmma kernel (prefill_wgmma.h) on an
 // sm_90 device unless TQ_PREFILL_WGMMA=0 (or a TQ_PREFILL_VARIANT is set); TurboQuant with one
-// codebook and no window runs its TurboQuant variant unless TQ_PREFILL_WGMMA_TQ=0. Exact tail
-// rows (tail_len > 0) need that variant (prefill_wgmma_fuses_tail): otherwise tq::Error.
+// codebook and no window runs its TurboQuant variant unless TQ_PREFILL_WGMMA_TQ=0. rotate_back
+// (and exact tail rows) need its one-launch variant (prefill_wgmma_one_launch): otherwise
+// tq::Error.
 void prefill_attention(const PrefillAttnArgs& a, void* stream = nullptr);
 
 // Merges two partial attentions of the same queries over disjoint key sets, in place into

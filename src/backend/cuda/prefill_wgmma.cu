@@ -48,7 +48,8 @@ constexpr float kLog2e = 1.4426950408889634f;
 // TurboQuant decoded by ALU only (the 8 centroid magnitudes in registers, as byte planes
 // selected with prmt; the codebook is symmetric); the ALU variant that also takes a TurboQuant
 // prefill chunk's exact rows (fp16 tiles after the records, one softmax over both) and writes
-// the output rotated back by R_v^T (the engine's whole chunk attention in one launch).
+// the output rotated back by R_v^T (the engine's whole chunk attention in one launch:
+// PrefillAttnArgs::rotate_back).
 enum WgMode { kDense = 0, kTqTable = 1, kTqAlu = 2, kTqAluTail = 3 };
 struct WgParams;
 struct WgTailParams;
@@ -599,23 +600,23 @@ bool prefill_wgmma_handles(const PrefillAttnArgs& a) {
   if (a.head_dim != 128 || a.window != 0 || a.T < 1 || a.n_head <= 0 || a.n_head_kv <= 0 ||
       a.n_head % a.n_head_kv != 0)
     return false;
-  if (a.format == KvFormat::BF16) return a.tail_len == 0;
+  if (a.format == KvFormat::BF16) return !a.rotate_back && a.tail_len == 0;
   if (a.format != KvFormat::TurboQuant || !a.k_codec || !a.v_codec || !a.k_scale || !a.v_scale)
     return false;
   const TqCodecDev &kc = *a.k_codec, &vc = *a.v_codec;
   if (kc.bits != 4 || vc.bits != 4 || kc.head_dim != 128 || vc.head_dim != 128) return false;
   for (int i = 0; i < 16; ++i)
     if (kc.centroids[i] != vc.centroids[i]) return false;
-  // Exact rows in the same launch: the ALU variant only (symmetric centroids).
-  return a.tail_len == 0 || prefill_wgmma_alu_decodes(kc.centroids);
+  // The one-launch variant (rotation, exact rows) decodes by ALU only (symmetric centroids).
+  return (!a.rotate_back && a.tail_len == 0) || prefill_wgmma_alu_decodes(kc.centroids);
 }
 
-bool prefill_wgmma_fuses_tail(const PrefillAttnArgs& a, void* stream) {
+bool prefill_wgmma_one_launch(const PrefillAttnArgs& a, void* stream) {
   static const bool on = [] {
-    const char* e = std::getenv("TQ_PREFILL_FUSED_TAIL");
+    const char* e = std::getenv("TQ_PREFILL_ONE_LAUNCH");
     return !(e && *e) || std::atoi(e) != 0;
   }();
-  return on && a.format == KvFormat::TurboQuant && a.tail_len > 0 && prefill_wgmma_tq_enabled() &&
+  return on && a.format == KvFormat::TurboQuant && a.rotate_back && prefill_wgmma_tq_enabled() &&
          prefill_wgmma_handles(a) && prefill_wgmma_available(stream);
 }
 
@@ -691,7 +692,7 @@ void prefill_attention_wgmma(const PrefillAttnArgs& a, void* stream, TqDecode de
   if (decode == TqDecode::kDefault) decode = prefill_wgmma_tq_decode();
   if (tq && decode == TqDecode::kAlu && !prefill_wgmma_alu_decodes(p.cent))
     decode = TqDecode::kTable;  // (the ALU decode stores magnitudes only)
-  if (a.tail_len > 0) {  // prefill_wgmma_handles: TurboQuant, symmetric centroids
+  if (a.rotate_back) {  // prefill_wgmma_handles: TurboQuant, symmetric centroids
     WgTailParams tp{};
     static_cast<WgParams&>(tp) = p;
     tp.tk = reinterpret_cast<const uint8_t*>(a.tail_k), tp.tv = reinterpret_cast<const uint8_t*>(a.tail_v);

@@ -13,8 +13,8 @@ namespace tq::cuda {
 bool prefill_wgmma_available(void* stream = nullptr);
 
 // True when the kernel handles `a`: head_dim 128, window 0, T >= 1, and bf16 or TurboQuant with
-// 4-bit codecs sharing their centroids and both scale arrays (availability aside); exact tail
-// rows (TurboQuant only) need centroids the ALU decode takes.
+// 4-bit codecs sharing their centroids and both scale arrays (availability aside); rotate_back
+// and exact tail rows (TurboQuant only) need centroids the ALU decode takes.
 bool prefill_wgmma_handles(const PrefillAttnArgs& a);
 
 // Whether prefill_attention() uses the kernel for the shapes it handles: the environment
@@ -34,11 +34,10 @@ TqDecode prefill_wgmma_tq_decode();
 // kAlu request runs the table decode.
 bool prefill_wgmma_alu_decodes(const float (&centroids)[16]);
 
-// Whether prefill_attention() runs `a` (TurboQuant with exact rows, PrefillAttnArgs::tail_len) on
-// this kernel's variant that takes records and rows in one launch: handled, available, and not
-// turned off by TQ_PREFILL_FUSED_TAIL=0 (the A/B baseline: the caller then runs two launches
-// and a merge).
-bool prefill_wgmma_fuses_tail(const PrefillAttnArgs& a, void* stream = nullptr);
+// Whether this kernel's one-launch variant runs `a` (TurboQuant, rotate_back, optional exact
+// rows: PrefillAttnArgs): handled, available, and not turned off by TQ_PREFILL_ONE_LAUNCH=0 (the
+// A/B baseline: the caller then runs records and rows as two launches, merges and rotates).
+bool prefill_wgmma_one_launch(const PrefillAttnArgs& a, void* stream = nullptr);
 
 // Queues the attention with the Hopper kernel. Throws tq::Error when it is unavailable or does
 // not handle `a`. The caller (prefill_attention) has validated lengths and positions.

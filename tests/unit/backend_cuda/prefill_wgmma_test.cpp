@@ -100,11 +100,14 @@ float half_bits(uint16_t b) {
 // Codebook: the codec's; kRandom: 16 random centroids (unsorted, asymmetric, both signs) for K
 // and V alike, which the ALU decode (magnitudes only) must refuse and leave to the table decode;
 // kRandomSymmetric: 8 random magnitudes (unsorted) mirrored, which it takes.
-// W > 0: W exact fp16 rows after the L records (keys L .. L + W - 1, NaN patterns past W) in the
-// same launch (the ALU variant with the tail); the reference sees the records' and the rows'
-// values as one key array, and its output rows are rotated back by the V codec's R^T in double.
+// W >= 0: the one-launch variant (prefill_attention with rotate_back) with W exact fp16 rows after
+// the L records (keys L .. L + W - 1, NaN patterns past W); the reference sees the records' and
+// the rows' values as one key array, and its output rows are rotated back by the V codec's R^T
+// in double.
 enum class Codebook { kCodec, kRandom, kRandomSymmetric };
-void check_tq(Backend& be, const WgCase& c, Codebook book = Codebook::kCodec, int64_t W = 0) {
+void check_tq(Backend& be, const WgCase& c, Codebook book = Codebook::kCodec, int64_t W = -1) {
+  const bool one = W >= 0;
+  W = std::max<int64_t>(W, 0);
   constexpr int d = 128;
   quant::TqFormat f;
   f.head_dim = d;
@@ -166,7 +169,7 @@ void check_tq(Backend& be, const WgCase& c, Codebook book = Codebook::kCodec, in
   auto q = randn(size_t(c.T * c.n_head * d));
   std::vector<double> ref, lref;
   attend(ca, std::max<int64_t>(all, 1), q, ka, va, ref, lref);
-  if (W > 0) {  // out = R_v^T (attention in the rotated basis): R^T's columns from apply_t
+  if (one) {  // out = R_v^T (attention in the rotated basis): R^T's columns from apply_t
     std::vector<double> m(size_t(d * d));
     std::vector<float> e(d), col(d);
     for (int j = 0; j < d; ++j) {
@@ -196,15 +199,16 @@ void check_tq(Backend& be, const WgCase& c, Codebook book = Codebook::kCodec, in
   a.k_codec = &kc, a.v_codec = &vc;
   a.head_stride = stride, a.T = c.T, a.L = c.L, a.n_head = c.n_head, a.n_head_kv = c.n_kv;
   a.head_dim = d, a.q_pos0 = c.q_pos0, a.k_pos0 = c.k_pos0, a.causal = c.causal;
-  if (W > 0) {
+  if (one) {
+    a.rotate_back = true;
     a.tail_k = static_cast<const uint16_t*>(tkd.data()), a.tail_v = static_cast<const uint16_t*>(tvd.data());
     a.tail_stride = t_stride, a.tail_len = W;
-    if (book == Codebook::kRandom) {  // the ALU decode, which the rows need, refuses it
-      EXPECT_FALSE(cuda::prefill_wgmma_fuses_tail(a));
+    if (book == Codebook::kRandom) {  // the ALU decode, which the variant needs, refuses it
+      EXPECT_FALSE(cuda::prefill_wgmma_one_launch(a));
       EXPECT_THROW(cuda::prefill_attention(a), std::exception);
       return;
     }
-    ASSERT_TRUE(cuda::prefill_wgmma_fuses_tail(a));
+    ASSERT_TRUE(cuda::prefill_wgmma_one_launch(a));
     DeviceBuffer od = poisoned(be, ref.size()), ld = poisoned(be, lref.size());
     a.out = od.f32(), a.lse = ld.f32();
     for (int rep = 0; rep < 2; ++rep) {
@@ -212,7 +216,7 @@ void check_tq(Backend& be, const WgCase& c, Codebook book = Codebook::kCodec, in
       cuda::prefill_attention(a);  // the engine's entry point: routes to the fused variant
     }
     cuda::check_last_launch("prefill_attention (TurboQuant + exact rows)");
-    compare(ca, "tq4 alu + rows, rotated back", from_dev(be, od, ref.size()),
+    compare(ca, "tq4 one launch, rotated back", from_dev(be, od, ref.size()),
             from_dev(be, ld, lref.size()), ref, lref);
     return;
   }
@@ -306,8 +310,8 @@ TEST(CudaPrefillWgmma, TurboQuantMatchesCpuDecodedReference) {
 // Records and exact rows in one launch, rotated back (the engine's prefill chunk after a
 // conversion): records before the chunk, then rows holding the chunk's own keys (causal), partial
 // tiles on both sides, a window with older rows, a chunk whose first rows are records too (causal
-// over both), a single key each, non-causal; and an asymmetric codebook refused (the rows need
-// the ALU decode).
+// over both), a single key each, non-causal, records only (before or holding the chunk), rows
+// only; and an asymmetric codebook refused (the variant decodes by ALU only).
 TEST(CudaPrefillWgmma, TurboQuantWithExactRowsMatchesCpuReference) {
   TQ_REQUIRE_GPU();
   auto be = make_cuda_backend();
@@ -318,7 +322,10 @@ TEST(CudaPrefillWgmma, TurboQuantWithExactRowsMatchesCpuReference) {
   check_tq(*be, {8, 2, 500, 300, 100}, Codebook::kCodec, 300);     // records hold the chunk's first 200
   check_tq(*be, {4, 1, 1, 1, 1}, Codebook::kCodec, 1);             // one query, one record, one row
   check_tq(*be, {8, 2, 256, 128, 0, 0, false}, Codebook::kRandomSymmetric, 200);  // non-causal
-  check_tq(*be, {8, 2, 64, 128, 128}, Codebook::kRandom, 64);  // refused: not symmetric
+  check_tq(*be, {8, 2, 300, 1000, 1000}, Codebook::kCodec, 0);  // records only
+  check_tq(*be, {8, 2, 500, 400, 100}, Codebook::kCodec, 0);    // records hold the chunk (causal)
+  check_tq(*be, {8, 2, 300, 0, 0}, Codebook::kCodec, 300);      // rows only (no records yet)
+  check_tq(*be, {8, 2, 64, 128, 128}, Codebook::kRandom, 64);   // refused: not symmetric
 }
 
 }  // namespace
