@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -316,6 +317,8 @@ TEST(CudaPrefillWgmma, TurboQuantWithExactRowsMatchesCpuReference) {
   TQ_REQUIRE_GPU();
   auto be = make_cuda_backend();
   if (!cuda::prefill_wgmma_available()) GTEST_SKIP() << "not an sm_90 device";
+  if (const char* e = std::getenv("TQ_PREFILL_ONE_LAUNCH"); e && *e == '0')
+    GTEST_SKIP() << "the one-launch variant is turned off (TQ_PREFILL_ONE_LAUNCH=0)";
   check_tq(*be, {8, 2, 700, 1000, 1000}, Codebook::kCodec, 700);   // records, then the chunk's rows
   check_tq(*be, {32, 8, 300, 2001, 2101}, Codebook::kCodec, 400);  // 100 older rows in the window
   check_tq(*be, {4, 2, 129, 4099, 4099}, Codebook::kCodec, 129);
