@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <string_view>
 
 #include "backend/cuda/prefill_attention.h"
 
@@ -63,11 +64,18 @@ void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
   CUDA_CHECK(cudaMemcpyAsync(dst, copy_tmp_, bytes, cudaMemcpyDeviceToDevice, stream_));
 }
 
-// One 2D copy (was one call a row: a compressed layer's window moved as 8 heads x K, V = 16
-// copies, ~42 us of GPU idle per layer and prefill chunk on the H200).
+// One copy kernel (was one call a row: a compressed layer's window moved as 8 heads x K, V = 16
+// copies, ~42 us of GPU idle per layer and prefill chunk on the H200; then one 2D memcpy each,
+// ~5 us a 512 KB move: two moves before and two after each prefill chunk's attention), or a 2D
+// memcpy for unaligned or overlapping rows. TQ_COPY_ROWS=memcpy: always the memcpy (A/B runs).
 void CudaBackend::copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
                             size_t row_bytes, size_t n_rows) {
   if (row_bytes == 0 || n_rows == 0) return;
+  static const bool kernel = [] {
+    const char* e = std::getenv("TQ_COPY_ROWS");
+    return !(e && std::string_view(e) == "memcpy");
+  }();
+  if (kernel && cuda::launch_copy_rows(dst, dst_pitch, src, src_pitch, row_bytes, n_rows, stream_)) return;
   CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, n_rows,
                                cudaMemcpyDeviceToDevice, stream_));
 }

@@ -1,5 +1,7 @@
 // Element-wise and row kernels of the CUDA backend (f32 activations, bf16 weights): embedding,
-// RMSNorm, RoPE, SwiGLU, residual add, bias add, f32 -> bf16, and the generic f32 attention.
+// RMSNorm, RoPE, SwiGLU, residual add, bias add, f32 -> bf16, pitched row copies, and the
+// generic f32 attention.
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -78,6 +80,16 @@ __global__ void bias_kernel(float* x, const float* b, int64_t rows, int64_t cols
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     x[i] += b[i % cols];
+}
+
+// Row blockIdx.y: 16-byte words i = blockIdx.x * blockDim.x + threadIdx.x, ... of per_row.
+__global__ void copy_rows_kernel(uint4* dst, size_t dst_pitch16, const uint4* src, size_t src_pitch16,
+                                 int64_t per_row) {
+  uint4* d = dst + blockIdx.y * dst_pitch16;
+  const uint4* s = src + blockIdx.y * src_pitch16;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < per_row;
+       i += int64_t(gridDim.x) * blockDim.x)
+    d[i] = s[i];
 }
 
 __global__ void to_bf16_kernel(const float* x, __nv_bfloat16* y, int64_t n) {
@@ -195,6 +207,20 @@ void launch_to_bf16(const float* x, void* y, int64_t n, Stream stream) {
   if (n <= 0) return;
   to_bf16_kernel<<<blocks_for(n, 256), 256, 0, st>>>(x, static_cast<__nv_bfloat16*>(y), n);
   check_last_launch("to_bf16");
+}
+bool launch_copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+                      size_t row_bytes, size_t n_rows, Stream stream) {
+  const uintptr_t d = reinterpret_cast<uintptr_t>(dst), s = reinterpret_cast<uintptr_t>(src);
+  if ((d | s | dst_pitch | src_pitch | row_bytes) % 16 != 0 || n_rows > 65535) return false;
+  const uintptr_t d_end = d + (n_rows - 1) * dst_pitch + row_bytes;
+  const uintptr_t s_end = s + (n_rows - 1) * src_pitch + row_bytes;
+  if (d < s_end && s < d_end) return false;  // overlapping spans (memmove semantics elsewhere)
+  const int64_t per_row = int64_t(row_bytes / 16);
+  const unsigned bx = unsigned(std::min<int64_t>((per_row + 255) / 256, 1024));
+  copy_rows_kernel<<<dim3(bx, unsigned(n_rows)), 256, 0, as_stream(stream)>>>(
+      static_cast<uint4*>(dst), dst_pitch / 16, static_cast<const uint4*>(src), src_pitch / 16, per_row);
+  check_last_launch("copy_rows");
+  return true;
 }
 void launch_generic_attention(const GenericAttnArgs& a, Stream stream) {
   cudaStream_t st = as_stream(stream);

@@ -31,6 +31,11 @@ void launch_swiglu(const float* gate, const float* up, float* out, int64_t n, St
 void launch_add(float* x, const float* y, int64_t n, Stream st);
 void launch_bias(float* x, const float* b, int64_t rows, int64_t cols, Stream st);
 void launch_to_bf16(const float* x, void* y_bf16, int64_t n, Stream st);
+// n_rows rows of row_bytes from src to dst (pitches in bytes) by a kernel, when every pointer,
+// pitch and row_bytes is a multiple of 16 and the ranges do not overlap; returns false (nothing
+// queued) otherwise. (cudaMemcpy2DAsync took ~5 us a 512 KB window move on the H200.)
+bool launch_copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+                      size_t row_bytes, size_t n_rows, Stream st);
 void launch_generic_attention(const GenericAttnArgs& a, Stream st);
 
 // gemv_kernels.cu: for each part, out[rows] = W[rows, K] . x (+ bias[rows]) (+ out when

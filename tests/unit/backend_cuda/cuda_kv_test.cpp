@@ -83,6 +83,34 @@ TEST(CudaKv, CopyHasMemmoveSemantics) {
   }
 }
 
+// copy_rows: n rows of row_bytes between pitched regions, by the copy kernel (16-byte aligned,
+// disjoint spans) or the 2D memcpy (unaligned, or spans that overlap with disjoint rows: the
+// window's move back to row 0); bytes outside the rows untouched.
+TEST(CudaKv, CopyRowsCopiesEachRowAndNothingElse) {
+  TQ_REQUIRE_GPU();
+  auto be = make_cuda_backend();
+  const size_t n = 1 << 20;
+  std::vector<uint8_t> init(n);
+  for (auto& b : init) b = uint8_t(rng()());
+  struct Case { size_t dst, dst_pitch, src, src_pitch, row_bytes, rows; };
+  for (Case c : {Case{0, 66048, 600000, 4096, 4096, 8},      // aligned, disjoint: the kernel
+                 Case{16, 8192, 500032, 65536, 8192, 7},     // aligned, pitch > row
+                 Case{3, 5000, 700001, 4099, 4000, 9},       // unaligned: memcpy
+                 Case{0, 65536, 8192, 65536, 4096, 8},       // spans overlap, rows disjoint
+                 Case{0, 512, 900000, 512, 512, 1},          // one row
+                 Case{400000, 131072, 0, 50000, 49152, 4}}) {
+    DeviceBuffer b = to_dev(*be, init);
+    auto* p = static_cast<uint8_t*>(b.data());
+    be->copy_rows(p + c.dst, c.dst_pitch, p + c.src, c.src_pitch, c.row_bytes, c.rows);
+    std::vector<uint8_t> want = init, got(n);
+    for (size_t r = 0; r < c.rows; ++r)
+      std::memcpy(want.data() + c.dst + r * c.dst_pitch, init.data() + c.src + r * c.src_pitch, c.row_bytes);
+    cuda_synchronize();
+    be->download(got.data(), b.data(), n);
+    EXPECT_EQ(got, want) << c.dst << " <- " << c.src << ", " << c.rows << " rows of " << c.row_bytes;
+  }
+}
+
 // Naive causal/window GQA attention in double on bf16 K/V (head-major, head stride in elements).
 std::vector<double> ref_attention(const AttentionArgs& a, const std::vector<float>& q,
                                   const std::vector<uint16_t>& k, const std::vector<uint16_t>& v) {
