@@ -204,18 +204,19 @@ void CudaBackend::tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& k
   p.head_dim = int(D);
   p.q_pos0 = a.q_pos0;
   p.scale = a.scale;
-  cuda::PrefillAttnArgs one = p;  // records and rows in one launch, rotated back
+  cuda::PrefillAttnArgs recs = p;  // the records: TurboQuant codes, positions 0 ..
+  recs.format = cuda::KvFormat::TurboQuant;
+  recs.k = st.k_codes;
+  recs.v = st.v_codes;
+  recs.k_scale = st.k_scale;
+  recs.v_scale = st.v_scale;
+  recs.k_codec = &kc;
+  recs.v_codec = &vc;
+  recs.head_stride = st.cap;
+  recs.L = a.n_rec;
+  recs.k_pos0 = 0;
+  cuda::PrefillAttnArgs one = recs;  // records and rows in one launch, rotated back
   one.out = a.out;
-  one.format = cuda::KvFormat::TurboQuant;
-  one.k = st.k_codes;
-  one.v = st.v_codes;
-  one.k_scale = st.k_scale;
-  one.v_scale = st.v_scale;
-  one.k_codec = &kc;
-  one.v_codec = &vc;
-  one.head_stride = st.cap;
-  one.L = a.n_rec;
-  one.k_pos0 = 0;
   one.causal = true;  // records before the chunk are all visible; those holding it are causal
   one.rotate_back = true;
   one.tail_len = a.n_exact;
@@ -238,39 +239,30 @@ void CudaBackend::tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& k
   uint16_t* vb = kb + e_elems;
 
   if (q_rot) cuda::tq_rotate(a.q, q_rot, rows, kc, false, stream_);
-  p.q = q_rot ? q_rot : a.q;
+  p.q = recs.q = one.q = q_rot ? q_rot : a.q;
+  // The window rows as fp16 (the one launch's tiles) or bf16 (the dense kernel's), per kv head.
+  auto copy_window = [&](bool fp16) {
+    cuda::tq_rows_to_16bit(a.rows.k, a.rows.cap, kb, e_stride, int(hk), a.n_exact, int(D), fp16, stream_);
+    cuda::tq_rows_to_16bit(a.rows.v, a.rows.cap, vb, e_stride, int(hk), a.n_exact, int(D), fp16, stream_);
+  };
   if (fused) {
     if (a.n_exact > 0) {
-      cuda::tq_rows_to_16bit(a.rows.k, a.rows.cap, kb, e_stride, int(hk), a.n_exact, int(D), true, stream_);
-      cuda::tq_rows_to_16bit(a.rows.v, a.rows.cap, vb, e_stride, int(hk), a.n_exact, int(D), true, stream_);
+      copy_window(true);
       one.tail_k = kb;
       one.tail_v = vb;
     }
-    one.q = p.q;
     return cuda::prefill_attention(one, stream_);
   }
   float* res = nullptr;
   if (a.n_rec > 0) {
-    cuda::PrefillAttnArgs r = p;
-    r.out = out_a;
-    r.lse = lse_a;
-    r.format = cuda::KvFormat::TurboQuant;
-    r.k = st.k_codes;
-    r.v = st.v_codes;
-    r.k_scale = st.k_scale;
-    r.v_scale = st.v_scale;
-    r.k_codec = &kc;
-    r.v_codec = &vc;
-    r.head_stride = st.cap;
-    r.L = a.n_rec;
-    r.k_pos0 = 0;
-    r.causal = a.q_pos0 + 1 < a.n_rec;  // records hold some of the chunk (no exact window)
-    cuda::prefill_attention(r, stream_);
+    recs.out = out_a;
+    recs.lse = lse_a;
+    recs.causal = a.q_pos0 + 1 < a.n_rec;  // records hold some of the chunk (no exact window)
+    cuda::prefill_attention(recs, stream_);
     res = out_a;
   }
   if (a.n_exact > 0) {
-    cuda::tq_rows_to_16bit(a.rows.k, a.rows.cap, kb, e_stride, int(hk), a.n_exact, int(D), false, stream_);
-    cuda::tq_rows_to_16bit(a.rows.v, a.rows.cap, vb, e_stride, int(hk), a.n_exact, int(D), false, stream_);
+    copy_window(false);
     cuda::PrefillAttnArgs e = p;
     e.out = res ? out_b : out_a;
     e.lse = res ? lse_b : lse_a;
