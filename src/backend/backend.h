@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "backend/tq_code_order.h"
 
 namespace tq {
 
@@ -100,8 +101,9 @@ struct MemoryCapacity {
 };
 
 // One TurboQuant layer in backend memory (structure of arrays): for kv head h, token t,
-// i = h * cap + t: codes at k_codes + i * head_dim * bits / 8 (VectorCodec's packed indices),
-// scale at k_scale[i] (fp16 bits, VectorCodec's scale); V likewise. The codecs are host objects.
+// i = h * cap + t: codes at k_codes + i * head_dim * bits / 8 (VectorCodec's packed indices, in
+// the backend's tq_code_order()), scale at k_scale[i] (fp16 bits, VectorCodec's scale); V
+// likewise. The codecs are host objects.
 struct TqStore {
   const quant::VectorCodec* k_codec = nullptr;
   const quant::VectorCodec* v_codec = nullptr;
@@ -309,6 +311,10 @@ class Backend {
   virtual bool device_turboquant(const quant::VectorCodec& k, const quant::VectorCodec& v) const {
     return false;
   }
+  // The order of the 4-bit codes in this backend's TqStore (backend/tq_code_order.h): VectorCodec's
+  // indices, or a bijection of them that its kernels decode faster. Bytes moved to the host as
+  // records are mapped back to index order (DeviceCompressedCache::key_record).
+  virtual TqCodeOrder tq_code_order() const { return TqCodeOrder::kIndex; }
   // Encodes T rows into records [at, at + T): row (t, h) of K at k + t * token_stride +
   // h * head_stride (f32, backend memory), V likewise from v. With `rows` non-null, also writes
   // the rotated rows (R_k k, R_v v) at slots [rows_at, rows_at + T) of `rows`.

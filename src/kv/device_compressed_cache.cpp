@@ -239,7 +239,7 @@ DecodeSeq DeviceCompressedCache::decode_seq() const {
 }
 
 // Block bytes (format_id "device-compressed ..."): held (i64); key codes [n_head_kv][n][code
-// bytes], key scales [n_head_kv][n] fp16, value codes, value scales; then the recent-exact rows
+// bytes] (in the backend's tq_code_order), key scales [n_head_kv][n] fp16, value codes, value scales; then the recent-exact rows
 // at the boundary, rotated f32 [n_head_kv][held][head_dim], K then V.
 void DeviceCompressedCache::save_block(Backend& be, int64_t t0, std::vector<uint8_t>& out) const {
   TQ_CHECK(t0 >= 0 && t0 <= n_);
@@ -285,8 +285,12 @@ bool DeviceCompressedCache::load_block(Backend& be, int64_t t0, int64_t n,
 }
 
 std::string DeviceCompressedCache::format_id() const {
-  return fmt::format("device-compressed tq={:016x} layer={} recent={} hk={} d={}",
-                     format_.fingerprint(), layer_, recent_, s_.n_head_kv, s_.head_dim);
+  // Block bytes hold codes in the backend's order: a block saved by one order never loads into
+  // a store of another.
+  const bool index_order = be_->tq_code_order() == TqCodeOrder::kIndex;
+  return fmt::format("device-compressed tq={:016x} layer={} recent={} hk={} d={}{}",
+                     format_.fingerprint(), layer_, recent_, s_.n_head_kv, s_.head_dim,
+                     index_order ? "" : " codes=sign-magnitude");
 }
 
 std::vector<uint8_t> DeviceCompressedCache::record(bool key, int64_t h, int64_t t) const {
@@ -294,6 +298,7 @@ std::vector<uint8_t> DeviceCompressedCache::record(bool key, int64_t h, int64_t 
   const size_t cb = key ? kc_.code_bytes() : vc_.code_bytes();
   std::vector<uint8_t> rec(cb + 2);
   be_->download(rec.data(), at(key ? kcodes_ : vcodes_, size_t(h * cap_ + t) * cb), cb);
+  to_index_order(rec.data(), cb, be_->tq_code_order());
   be_->download(rec.data() + cb, at(key ? kscale_ : vscale_, size_t(h * cap_ + t) * 2), 2);
   return rec;
 }

@@ -46,8 +46,8 @@ class DeviceCompressedCache final : public LayerCache {
   int64_t recent_exact() const { return recent_; }
   int64_t held() const { return held_; }
   void reserve(int64_t tokens);
-  // Record of kv head h, token t in VectorCodec's layout (codes, then the fp16 scale), downloaded
-  // (tests and validation; slow).
+  // Record of kv head h, token t in VectorCodec's layout (index-order codes, then the fp16 scale),
+  // downloaded (tests and validation; slow).
   std::vector<uint8_t> key_record(int64_t h, int64_t t) const;
   std::vector<uint8_t> value_record(int64_t h, int64_t t) const;
 

@@ -173,6 +173,7 @@ class CudaBackend final : public Backend {
 
   // TurboQuant caches on the device (cuda_backend_tq.cpp).
   bool device_turboquant(const quant::VectorCodec& k, const quant::VectorCodec& v) const override;
+  TqCodeOrder tq_code_order() const override { return TqCodeOrder::kSignMagnitude; }
   void tq_write(const TqStore& dst, int64_t at, const float* k, const float* v, int64_t T,
                 int64_t token_stride, int64_t head_stride, const TqRows* rows,
                 int64_t rows_at) override;

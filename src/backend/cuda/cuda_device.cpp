@@ -167,7 +167,7 @@ TqCodecDev make_tq_codec_dev(const quant::VectorCodec& codec) {
   d.bits = 4;
   d.corrected = c.norm.corrected;
   const quant::Codebook& cb = codec.codebook_for(0);
-  for (int i = 0; i < 16; ++i) d.centroids[i] = cb.centroids[size_t(i)];
+  for (uint32_t i = 0; i < 16; ++i) d.centroids[sign_magnitude_code(i)] = cb.centroids[size_t(i)];
   for (int i = 0; i < 15; ++i) d.boundaries[i] = cb.boundaries[size_t(i)];
   const auto& s1 = codec.rotation().signs_in();
   const auto& s2 = codec.rotation().signs_out();

@@ -30,7 +30,8 @@ enum class TqDecode { kDefault, kTable, kAlu };
 // The decode kDefault means: TQ_PREFILL_TQ_DECODE=table / alu, else the built-in default.
 TqDecode prefill_wgmma_tq_decode();
 // Whether the ALU decode takes this codebook: it stores only the magnitudes, so the fp16
-// centroids must be symmetric (c[15 - k] = -c[k], c[8 ..] >= 0; the codec's are). Otherwise a
+// centroids (by stored code, tq_cuda.h) must be symmetric (c[8 + m] = -c[m], c[0 .. 7] >= 0; the
+// codec's are). Otherwise a
 // kAlu request runs the table decode.
 bool prefill_wgmma_alu_decodes(const float (&centroids)[16]);
 

@@ -20,22 +20,24 @@ namespace tq::cuda::wgtq {
 constexpr int kRows = 128, kDim = 128, kCodeBytes = kRows * kDim / 2, kTileBytes = kRows * kDim * 2;
 [[maybe_unused]] constexpr int kDecUnroll = TQ_WG_DEC_UNROLL;  // used by a pragma
 
-// ALU decode: the codebook is symmetric (c[15 - k] = -c[k], ascending: codebook.cpp), so the
-// decode needs only the 8 fp16 magnitudes M[j] = c[8 + j]: word i is the half2 (M[2i], M[2i + 1])
-// (rounded like the table's pack_half2). Each row scales them and splits them into byte planes
+// ALU decode: the codebook is symmetric (c[15 - k] = -c[k], ascending: codebook.cpp) and stored
+// codes are sign and magnitude (tq_cuda.h: code m is +M[m], code 8 + m is -M[m]), so the decode
+// needs only the 8 fp16 magnitudes M[j] = cent[j] (cent by stored code): word i is the half2
+// (M[2i], M[2i + 1]) (rounded like the table's pack_half2). Each row scales them and splits them into byte planes
 // (tq_decode_tile_alu). Four registers, where v1's 16 centroids took eight and ptxas kept half of
 // them in uniform registers, copied back before every prmt (8 moves per code word).
 __device__ __forceinline__ uint32_t magnitude_pair(const float (&cent)[16], int i) {
-  return uint32_t(__half_as_ushort(__float2half_rn(cent[8 + 2 * i]))) |
-         uint32_t(__half_as_ushort(__float2half_rn(cent[9 + 2 * i]))) << 16;
+  return uint32_t(__half_as_ushort(__float2half_rn(cent[2 * i]))) |
+         uint32_t(__half_as_ushort(__float2half_rn(cent[2 * i + 1]))) << 16;
 }
-// Whether the fp16 centroids are symmetric as the ALU decode assumes: c[k] = -c[15 - k] bit for
-// bit and c[8 ..] non-negative (else the caller takes the table decode).
+// Whether the fp16 centroids (by stored code) are symmetric as the ALU decode assumes:
+// cent[8 + m] = -cent[m] bit for bit and cent[0 .. 7] non-negative (else the caller takes the
+// table decode).
 inline bool centroids_symmetric(const float (&cent)[16]) {
-  for (int k = 0; k < 8; ++k) {
-    const uint16_t lo = __half_as_ushort(__float2half_rn(cent[k]));
-    const uint16_t hi = __half_as_ushort(__float2half_rn(cent[15 - k]));
-    if ((hi & 0x8000u) != 0 || lo != (hi | 0x8000u)) return false;
+  for (int m = 0; m < 8; ++m) {
+    const uint16_t pos = __half_as_ushort(__float2half_rn(cent[m]));
+    const uint16_t neg = __half_as_ushort(__float2half_rn(cent[8 + m]));
+    if ((pos & 0x8000u) != 0 || neg != (pos | 0x8000u)) return false;
   }
   return true;
 }
@@ -51,21 +53,21 @@ __device__ __forceinline__ uint32_t hmul2(uint32_t a, uint32_t b) {
 }
 // Byte planes pl of 8 fp16 magnitudes: word i < 2 holds the low bytes of M[4i .. 4i + 3], word
 // 2 + i their high bytes.
-// Codes n0..n7 (nibble i of w = coordinate i) to the fp16 pairs (c[n0], c[n1]) .. (c[n6], c[n7]):
-// each code's magnitude index (n & 7 for n >= 8, 7 - n below) selects its low and high bytes from
-// the planes by prmt, the sign (n < 8) flips the high byte's top bit through a byte mask from
-// bit 3 (prmt's sign replication of the byte whose top bit is that bit: w << 4 for even codes, w
-// for odd ones), and two prmts interleave low and high bytes. 18 ALU ops (v1: 21, on 8 planes).
+// Sign-magnitude codes n0..n7 (nibble i of w = coordinate i) to the fp16 pairs (c[n0], c[n1]) ..
+// (c[n6], c[n7]): each code's magnitude (bits 0-2) selects its low and high bytes from the
+// planes by prmt, the sign (bit 3) flips the high byte's top bit through a byte mask from bit 3
+// (prmt's sign replication of the byte whose top bit is that bit: w << 4 for even codes, w for
+// odd ones), and two prmts interleave low and high bytes. 15 ALU ops (v2: 18 on index-order codes,
+// which first folded each index into its magnitude; v1: 21, on 8 planes).
 __device__ __forceinline__ void decode8(uint32_t w, const uint32_t (&pl)[4], uint32_t (&o)[4]) {
-  const uint32_t below = ~(w >> 3) & 0x11111111u;           // 1 in each nibble whose code is < 8
-  const uint32_t idx = (w ^ (below * 7u)) & 0x77777777u;    // magnitude indices
+  const uint32_t idx = w & 0x77777777u;  // magnitudes
   const uint32_t wb = w << 4;
 #pragma unroll
   for (int g = 0; g < 2; ++g) {
     const uint32_t sg = g ? idx >> 16 : idx;
-    const uint32_t m = prmt_s(wb, w, g ? 0xFBEAu : 0xD9C8u);  // 0xff where the code is >= 8
+    const uint32_t m = prmt_s(wb, w, g ? 0xFBEAu : 0xD9C8u);  // 0xff where the code is negative
     const uint32_t l = prmt_s(pl[0], pl[1], sg);
-    const uint32_t h = prmt_s(pl[2], pl[3], sg) ^ (~m & 0x80808080u);
+    const uint32_t h = prmt_s(pl[2], pl[3], sg) ^ (m & 0x80808080u);
     o[2 * g] = prmt_s(l, h, 0x5140u), o[2 * g + 1] = prmt_s(l, h, 0x7362u);
   }
 }

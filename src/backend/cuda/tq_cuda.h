@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/cuda/kernel_choice.h"
+#include "backend/tq_code_order.h"
 
 namespace tq::quant {
 class VectorCodec;
@@ -16,12 +17,15 @@ namespace tq::cuda {
 DeviceInfo device_info(int device = 0);
 
 // One TurboQuant codec as the kernels need it: 4-bit Lloyd-Max centroids and boundaries, the
-// Hadamard sign vectors as bit masks (bit i set: coordinate i is negated), the norm mode.
+// Hadamard sign vectors as bit masks (bit i set: coordinate i is negated), the norm mode. The
+// device stores sign-magnitude codes (backend/tq_code_order.h): centroids[code] is the centroid
+// of index index_of_sign_magnitude(code); the boundaries stay sorted (the encoders count those
+// below a value, then store sign_magnitude_code of that index).
 struct TqCodecDev {
   int head_dim = 128;
   int bits = 4;
-  float centroids[16] = {};
-  float boundaries[15] = {};
+  float centroids[16] = {};  // by stored code
+  float boundaries[15] = {};  // ascending
   uint32_t sign_in[8] = {}, sign_out[8] = {};  // D1, D2 of R = D2 H D1 / sqrt(d); d <= 256
   bool corrected = false;
 };
@@ -34,7 +38,8 @@ void shared_centroids(const TqCodecDev& k, const TqCodecDev& v, float (&out)[16]
 
 // Device layout of a TurboQuant cache (structure of arrays, 16-byte aligned rows): for sequence
 // b, kv head h, token t, index i = b * seq_stride + h * head_stride + t (in tokens):
-//   codes  at codes  + i * head_dim / 2   (the packed 4-bit indices, VectorCodec's code bytes)
+//   codes  at codes  + i * head_dim / 2   (VectorCodec's packing of 4-bit codes, sign-magnitude
+//                                          order: CudaBackend::tq_code_order)
 //   scale  at scales + i                  (fp16 bits, VectorCodec's scale)
 // Dense bf16 K/V use the same indexing with head_dim bf16 values per token.
 // Capacity rule: head_stride >= max length rounded up to 32 (tiles read whole 32-token slots).

@@ -25,7 +25,7 @@ constexpr int kQuantBins = int(kQuantKeyHi - kQuantKeyLo) + 1;  // per sign
 
 struct QuantTable {
   uint2 bin[2 * kQuantBins];  // [sign][bin]: (candidate boundary's float bits, boundaries below)
-  double c2[16];              // centroid^2 (exact in double) for the norm correction
+  double c2[16];              // centroid^2 by code (exact in double) for the norm correction
 };
 
 // Built by the whole block; true (on every thread) when each bin holds at most one boundary and
@@ -188,8 +188,9 @@ __global__ void __launch_bounds__(256, D <= 128 ? 4 : 2) encode_rows_kernel(cons
     double cc = 0.0;
 #pragma unroll
     for (int i = 0; i < PER; ++i) {
-      w[i / 8] |= uint32_t(idx[i]) << (4 * (i % 8));
-      cc += table.c2[idx[i]];
+      const uint32_t code = sign_magnitude_code(uint32_t(idx[i]));  // the device's order
+      w[i / 8] |= code << (4 * (i % 8));
+      cc += table.c2[code];
     }
     if (c.corrected) {
 #pragma unroll

@@ -42,7 +42,7 @@ __device__ __forceinline__ int quantize_linear(float y, const TqCodecDev& c) {
 // One vector by one warp: lane l holds coordinates [l * D/32, (l + 1) * D/32) of src_row (global
 // or shared memory). The float operations follow quant::Rotation::apply and VectorCodec::encode
 // in the same order (butterflies a + b / a - b by stage, no contraction), so the codes match the
-// CPU's. Writes record `rec` of codes / scales and, with rot_dst set, the rotated raw row R x
+// CPU's (as sign-magnitude codes of its indices, the device's order). Writes record `rec` of codes / scales and, with rot_dst set, the rotated raw row R x
 // (Rotation::apply's result) to rot_dst.
 template <int D>
 __device__ __forceinline__ void encode_vec(const float* src_row, const TqCodecDev& c,
@@ -78,8 +78,9 @@ __device__ __forceinline__ void encode_vec(const float* src_row, const TqCodecDe
     int idx = 0;  // quantize_linear, written out: the decode kernels' code stays as measured
 #pragma unroll
     for (int k = 0; k < 15; ++k) idx += y > c.boundaries[k] ? 1 : 0;
-    packed |= uint32_t(idx) << (4 * i);
-    cc += double(c.centroids[idx]) * double(c.centroids[idx]);
+    const uint32_t code = sign_magnitude_code(uint32_t(idx));  // the device's order (tq_cuda.h)
+    packed |= code << (4 * i);
+    cc += double(c.centroids[code]) * double(c.centroids[code]);
   }
   uint8_t* out = codes + rec * (D / 2) + lane * (PER / 2);
 #pragma unroll

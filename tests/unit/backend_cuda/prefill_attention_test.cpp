@@ -200,6 +200,8 @@ TEST(CudaPrefillAttention, TurboQuantMatchesCpuDecodedReference) {
     auto q = randn(size_t(c.T * c.n_head * d));
     std::vector<double> ref, lref;
     reference(c, L, stride, q, k, v, ref, lref);
+    from_index_order(kcodes.data(), kcodes.size(), be->tq_code_order());  // the device's order
+    from_index_order(vcodes.data(), vcodes.size(), be->tq_code_order());
     DeviceBuffer qd = to_dev(*be, q), kcd = to_dev(*be, kcodes), vcd = to_dev(*be, vcodes);
     DeviceBuffer ksd = to_dev(*be, ks), vsd = to_dev(*be, vs);
     cuda::PrefillAttnArgs a;

@@ -100,7 +100,8 @@ float half_bits(uint16_t b) {
 // on the CPU as centroid[code] * scale with the codec's centroids.
 // Codebook: the codec's; kRandom: 16 random centroids (unsorted, asymmetric, both signs) for K
 // and V alike, which the ALU decode (magnitudes only) must refuse and leave to the table decode;
-// kRandomSymmetric: 8 random magnitudes (unsorted) mirrored, which it takes.
+// kRandomSymmetric: 8 random magnitudes (unsorted) mirrored as the device's sign-magnitude codes
+// hold them (code m: +M[m], code 8 + m: -M[m]), which it takes.
 // W >= 0: the one-launch variant (prefill_attention with rotate_back) with W exact fp16 rows after
 // the L records (keys L .. L + W - 1, NaN patterns past W); the reference sees the records' and
 // the rows' values as one key array, and its output rows are rotated back by the V codec's R^T
@@ -119,7 +120,7 @@ void check_tq(Backend& be, const WgCase& c, Codebook book = Codebook::kCodec, in
   if (book != Codebook::kCodec) {
     auto x = randn(16, 0.15f);
     if (book == Codebook::kRandomSymmetric)
-      for (int j = 0; j < 8; ++j) x[size_t(8 + j)] = std::fabs(x[size_t(8 + j)]), x[size_t(7 - j)] = -x[size_t(8 + j)];
+      for (int m = 0; m < 8; ++m) x[size_t(m)] = std::fabs(x[size_t(m)]), x[size_t(8 + m)] = -x[size_t(m)];
     std::copy(x.begin(), x.end(), kc.centroids);
     std::copy(x.begin(), x.end(), vc.centroids);
   }

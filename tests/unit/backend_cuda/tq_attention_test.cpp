@@ -176,6 +176,9 @@ void tq_decode_case(Backend& be, const DecodeCase& c) {
     for (size_t i = 0; i < o.size(); ++i) ref[size_t(b * c.n_head * d) + i] = o[i];
   }
   DeviceBuffer qd = to_dev(be, q);
+  // The codec's index-order codes in the device's order (the slots past each length stay random).
+  from_index_order(kcodes.data(), kcodes.size(), be.tq_code_order());
+  from_index_order(vcodes.data(), vcodes.size(), be.tq_code_order());
   DeviceBuffer kcd = to_dev(be, kcodes), vcd = to_dev(be, vcodes);
   DeviceBuffer ksd = to_dev(be, kscale), vsd = to_dev(be, vscale), lens = to_dev(be, c.lens);
   cuda::AttnShape s;

@@ -89,6 +89,8 @@ TEST(CudaTurboQuant, EncodeMatchesTheCpuCodec) {
           std::vector<uint8_t> ch(junk.size());
           std::vector<uint16_t> sh(size_t(nkv * cap));
           be->download(ch.data(), codes.data(), ch.size());
+          std::vector<uint8_t> ci = ch;  // the codes as the codec's indices
+          to_index_order(ci.data(), ci.size(), be->tq_code_order());
           be->download(sh.data(), scales.data(), sh.size() * 2);
           const std::vector<float> rh = from_dev(*be, rot, size_t(nkv * rot_cap * d));
           std::vector<uint8_t> rec(codec.bytes_per_vector());
@@ -98,7 +100,7 @@ TEST(CudaTurboQuant, EncodeMatchesTheCpuCodec) {
             for (int64_t h = 0; h < nkv; ++h) {
               const float* xv = x.data() + (t * nkv + h) * d;
               codec.encode(xv, rec.data());
-              const uint8_t* got = ch.data() + (h * cap + t0 + t) * d / 2;
+              const uint8_t* got = ci.data() + (h * cap + t0 + t) * d / 2;
               for (int i = 0; i < d / 2; ++i) {
                 idx_diff += (got[i] & 15) != (rec[size_t(i)] & 15);
                 idx_diff += (got[i] >> 4) != (rec[size_t(i)] >> 4);
