@@ -239,8 +239,9 @@ DecodeSeq DeviceCompressedCache::decode_seq() const {
 }
 
 // Block bytes (format_id "device-compressed ..."): held (i64); key codes [n_head_kv][n][code
-// bytes] (in the backend's tq_code_order), key scales [n_head_kv][n] fp16, value codes, value scales; then the recent-exact rows
-// at the boundary, rotated f32 [n_head_kv][held][head_dim], K then V.
+// bytes] (in the backend's tq_code_order), key scales [n_head_kv][n] fp16, value codes, value
+// scales; then the recent-exact rows at the boundary, rotated f32 [n_head_kv][held][head_dim],
+// K then V.
 void DeviceCompressedCache::save_block(Backend& be, int64_t t0, std::vector<uint8_t>& out) const {
   TQ_CHECK(t0 >= 0 && t0 <= n_);
   const int64_t n = n_ - t0, d = s_.head_dim, hk = s_.n_head_kv;
