@@ -18,24 +18,21 @@ enum class TqCodeOrder { kIndex, kSignMagnitude };
 constexpr uint32_t sign_magnitude_code(uint32_t n) { return n ^ (n >= 8 ? 8u : 15u); }
 constexpr uint32_t index_of_sign_magnitude(uint32_t c) { return c ^ (c >= 8 ? 15u : 8u); }
 
-// The same for the 8 nibbles of a packed word: flip bit 3 of every nibble, and bits 0-2 too
-// where the source nibble's bit 3 is clear (to code) or set (to index).
-constexpr uint32_t sign_magnitude_codes8(uint32_t w) {
-  return w ^ 0x88888888u ^ ((~(w >> 3) & 0x11111111u) * 7u);
-}
-constexpr uint32_t indices_of_sign_magnitude8(uint32_t c) {
-  return c ^ 0x88888888u ^ (((c >> 3) & 0x11111111u) * 7u);
+// Both nibbles of a byte through f.
+template <typename F>
+constexpr uint8_t map_nibbles(uint8_t b, F f) {
+  return uint8_t(f(b & 15u) | f(uint32_t(b) >> 4) << 4);
 }
 
 // Packed 4-bit codes in `order` to VectorCodec's index order, in place (n bytes).
 inline void to_index_order(uint8_t* codes, size_t n, TqCodeOrder order) {
   if (order == TqCodeOrder::kIndex) return;
-  for (size_t i = 0; i < n; ++i) codes[i] = uint8_t(indices_of_sign_magnitude8(codes[i]));
+  for (size_t i = 0; i < n; ++i) codes[i] = map_nibbles(codes[i], index_of_sign_magnitude);
 }
 // VectorCodec's packed 4-bit indices to `order`, in place (n bytes).
 inline void from_index_order(uint8_t* codes, size_t n, TqCodeOrder order) {
   if (order == TqCodeOrder::kIndex) return;
-  for (size_t i = 0; i < n; ++i) codes[i] = uint8_t(sign_magnitude_codes8(codes[i]));
+  for (size_t i = 0; i < n; ++i) codes[i] = map_nibbles(codes[i], sign_magnitude_code);
 }
 
 static_assert(sign_magnitude_code(8) == 0 && sign_magnitude_code(15) == 7);

@@ -23,9 +23,10 @@ constexpr int kRows = 128, kDim = 128, kCodeBytes = kRows * kDim / 2, kTileBytes
 // ALU decode: the codebook is symmetric (c[15 - k] = -c[k], ascending: codebook.cpp) and stored
 // codes are sign and magnitude (tq_cuda.h: code m is +M[m], code 8 + m is -M[m]), so the decode
 // needs only the 8 fp16 magnitudes M[j] = cent[j] (cent by stored code): word i is the half2
-// (M[2i], M[2i + 1]) (rounded like the table's pack_half2). Each row scales them and splits them into byte planes
-// (tq_decode_tile_alu). Four registers, where v1's 16 centroids took eight and ptxas kept half of
-// them in uniform registers, copied back before every prmt (8 moves per code word).
+// (M[2i], M[2i + 1]) (rounded like the table's pack_half2). Each row scales them and splits them
+// into byte planes (tq_decode_tile_alu). Four registers, where v1's 16 centroids took eight and
+// ptxas kept half of them in uniform registers, copied back before every prmt (8 moves per code
+// word).
 __device__ __forceinline__ uint32_t magnitude_pair(const float (&cent)[16], int i) {
   return uint32_t(__half_as_ushort(__float2half_rn(cent[2 * i]))) |
          uint32_t(__half_as_ushort(__float2half_rn(cent[2 * i + 1]))) << 16;

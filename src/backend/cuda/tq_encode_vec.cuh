@@ -42,8 +42,9 @@ __device__ __forceinline__ int quantize_linear(float y, const TqCodecDev& c) {
 // One vector by one warp: lane l holds coordinates [l * D/32, (l + 1) * D/32) of src_row (global
 // or shared memory). The float operations follow quant::Rotation::apply and VectorCodec::encode
 // in the same order (butterflies a + b / a - b by stage, no contraction), so the codes match the
-// CPU's (as sign-magnitude codes of its indices, the device's order). Writes record `rec` of codes / scales and, with rot_dst set, the rotated raw row R x
-// (Rotation::apply's result) to rot_dst.
+// CPU's (as sign-magnitude codes of its indices, the device's order). Writes record `rec` of
+// codes / scales and, with rot_dst set, the rotated raw row R x (Rotation::apply's result) to
+// rot_dst.
 template <int D>
 __device__ __forceinline__ void encode_vec(const float* src_row, const TqCodecDev& c,
                                            uint8_t* codes, uint16_t* scales, int64_t rec,

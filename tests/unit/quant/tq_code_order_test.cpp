@@ -1,12 +1,11 @@
 // Tests for backend/tq_code_order.h, the sign-magnitude order the CUDA kernels store TurboQuant
 // codes in: against its definition (bit 3 the sign, bits 0-2 the rank of |c| in the real 4-bit
-// codebooks), the packed-word forms against the per-nibble ones, and the in-place byte maps.
+// codebooks), and the in-place byte maps.
 #include "backend/tq_code_order.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <random>
 #include <vector>
 
 #include "quant/codebook.h"
@@ -41,21 +40,6 @@ TEST(TqCodeOrder, NibbleMapsAreInversePermutations) {
     EXPECT_EQ(index_of_sign_magnitude(c), n);
   }
   EXPECT_EQ(seen, 0xffffu);  // a bijection
-}
-
-TEST(TqCodeOrder, WordFormsMapEachNibble) {
-  std::mt19937 rng(7);
-  for (int i = 0; i < 20000; ++i) {
-    const uint32_t w = i < 16 ? 0x11111111u * uint32_t(i) : uint32_t(rng());
-    uint32_t want_code = 0, want_index = 0;
-    for (int k = 0; k < 8; ++k) {
-      const uint32_t n = (w >> (4 * k)) & 15u;
-      want_code |= sign_magnitude_code(n) << (4 * k);
-      want_index |= index_of_sign_magnitude(n) << (4 * k);
-    }
-    ASSERT_EQ(sign_magnitude_codes8(w), want_code) << std::hex << w;
-    ASSERT_EQ(indices_of_sign_magnitude8(w), want_index) << std::hex << w;
-  }
 }
 
 TEST(TqCodeOrder, ByteMapsRoundTripAndLeaveIndexOrderAlone) {
