@@ -5,7 +5,10 @@
 // sequence's prefill of L tokens with a forced conversion at --convert-at (generate()'s path,
 // KvPolicy.convert_at) next to a dense prefill of the same prompt in the same run; --bracket runs
 // the dense prefill again after it and prints that time last (a GPU slowing down over the run,
-// e.g. with its temperature, shows as the two dense times apart).
+// e.g. with its temperature, shows as the two dense times apart). Its row: device, context,
+// conversion token, dense / TurboQuant prefill s, conversion s and share, slices, KV MiB of each,
+// the suffix (tokens from --convert-at on) of each in s (TurboQuant's with its conversion) and
+// TurboQuant's suffix without the conversion against dense's (the compressed-prefix cost).
 //
 // Usage: bench_engine --model DIR [--device cpu|cuda] [--batch N] [--context L] [--tokens M]
 //                     [--kv dense|turboquant] [--chunk C]
@@ -210,6 +213,7 @@ int mid_prefill(const Args& a, Model& model) {
   GenerateOptions dense;
   dense.max_tokens = 1;
   dense.prefill_chunk = a.chunk;
+  dense.suffix_from = a.convert_at;  // both runs time the tokens after the conversion point
   GenerateOptions tqo = dense;
   tqo.kv = policy_for("turboquant", mc, a.convert_at);
   check_backend_kv(model.backend(), tqo.kv, mc);
@@ -219,11 +223,15 @@ int mid_prefill(const Args& a, Model& model) {
   if (!t.error.type.empty()) fail("mid-prefill run failed: {}", t.error.message);
   if (!t.converted || t.conversion_trigger != "forced") fail("the forced conversion did not run");
   const double after = a.bracket ? generate(model, ids, dense).prefill_seconds : 0.0;
-  std::printf("| %s | %lld | %lld | %.3f | %.3f | %.3f | %.1f%% | %lld | %.0f | %.0f |",
+  // The suffix on a compressed prefix (TurboQuant's suffix less its conversion) against dense's:
+  // turboquant.md's "prefill with a compressed prefix within 5% of dense".
+  const double on_prefix = t.suffix_seconds - t.conversion.seconds;
+  std::printf("| %s | %lld | %lld | %.3f | %.3f | %.3f | %.1f%% | %lld | %.0f | %.0f | %.3f | %.3f | %+.1f%% |",
               a.device.c_str(), (long long)a.context, (long long)t.conversion.at_token,
               d.prefill_seconds, t.prefill_seconds, t.conversion.seconds,
               100.0 * t.conversion.seconds / t.prefill_seconds, (long long)t.conversion.slices,
-              double(d.kv_bytes) / (1 << 20), double(t.kv_bytes) / (1 << 20));
+              double(d.kv_bytes) / (1 << 20), double(t.kv_bytes) / (1 << 20), d.suffix_seconds,
+              t.suffix_seconds, 100.0 * (on_prefix / d.suffix_seconds - 1.0));
   if (a.bracket) std::printf(" %.3f |", after);
   std::printf("\n");
   return 0;
@@ -256,8 +264,9 @@ int main(int argc, char** argv) {
     }
     if (a.mid_prefill) {
       std::printf("| device | context | convert at | dense prefill s | tq prefill s | conversion s | "
-                  "conversion share | slices | dense KV MiB | tq KV MiB |\n"
-                  "|---|---|---|---|---|---|---|---|---|---|\n");
+                  "conversion share | slices | dense KV MiB | tq KV MiB | dense suffix s | "
+                  "tq suffix s | tq suffix less conversion vs dense |\n"
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
       return mid_prefill(a, *model);
     }
     std::printf("| device | kv | batch | context | prefill tok/s | convert s | ms/step | KV MiB | "

@@ -107,5 +107,5 @@ if [ -n "${NCU:-}" ]; then
   done
   tar -C "$W/ncu" -czf "$OUT/ncu.tgz" .
 fi
-echo "== mid-prefill (device | context | at | dense s | TQ s | conversion s | % | slices | dense MiB | TQ MiB)"
+echo "== mid-prefill (device | context | at | dense s | TQ s | conversion s | % | slices | dense MiB | TQ MiB | dense suffix s | TQ suffix s | TQ suffix less conversion vs dense)"
 cat "$OUT/ab_midprefill.txt"
