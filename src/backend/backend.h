@@ -124,6 +124,18 @@ struct TqRows {
 // Attention of q [T, n_head, head_dim] (f32, positions q_pos0 + t, causal) over a TurboQuant
 // layer: records [0, n_rec) hold positions 0 .. n_rec - 1, exact rows [0, n_exact) of `rows`
 // hold positions n_rec .. n_rec + n_exact - 1. q_pos0 + T - 1 < n_rec + n_exact.
+//
+// A prefill chunk's own rows may come unwritten (`fresh`: its k and v [T, n_head_kv, head_dim]
+// f32, strides in floats): exact rows [0, n_exact - T) are in `rows`, and the backend first
+// encodes the T new tokens to records n_rec + n_exact - T + t, attends to them as exact rows
+// n_exact - T + t, and writes to `rows` only the last `keep` (<= T) of them, rotated, at rows
+// n_exact - T .. n_exact - T + keep - 1: the rows a window keeps after the chunk. (The other
+// new rows never need f32 copies: a device backend attends to them from 16-bit ones.)
+struct TqFreshRows {
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t token_stride = 0, head_stride = 0, keep = 0;
+};
 struct TqAttentionArgs {
   const float* q = nullptr;
   float* out = nullptr;  // [T, n_head, head_dim] f32
@@ -133,6 +145,7 @@ struct TqAttentionArgs {
   int64_t T = 0, n_head = 0, q_pos0 = 0;
   float scale = 1.0f;
   bool q_rotated = false;  // q is already R_k q (a prefill chunk; qk_norm_rope_rotate_q)
+  TqFreshRows fresh;       // fresh.k set: the chunk's rows, to encode first (above)
 };
 
 // One sequence of a batched decode step (Backend::decode_attention_batch): one query at the

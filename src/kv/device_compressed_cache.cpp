@@ -185,20 +185,37 @@ void DeviceCompressedCache::attend(Backend& be, const float* q, bool q_rotated, 
                                    const float* v, int64_t T, float scale, float* out) {
   if (T <= 0) return;
   const int64_t pos0 = n_;
-  write(k, v, T);  // the window holds the R tokens before this call and the call's own
   TqAttentionArgs a;
   a.q = q;
   a.q_rotated = q_rotated;
   a.out = out;
-  a.store = store();
-  a.rows = rows();
-  a.n_rec = n_ - held_;  // the rest is read from the exact window
-  a.n_exact = held_;
   a.T = T;
   a.n_head = s_.n_head;
   a.q_pos0 = pos0;
   a.scale = scale;
-  be.tq_attention(a);
+  if (T > 1 && recent_ > 0) {
+    // A prefill chunk: the attention sees the window's R tokens before this call and the call's
+    // own exactly, as the CPU cache does; the backend encodes the call's tokens itself and writes
+    // window rows only for the last R of them (TqFreshRows), which stay after trim().
+    const int64_t keep = std::min(T, recent_);
+    reserve(n_ + T);
+    ensure_window(held_ + keep);
+    a.store = store();
+    a.rows = rows();
+    a.n_rec = n_ - held_;
+    a.n_exact = held_ + T;
+    a.fresh = {k, v, s_.n_head_kv * s_.head_dim, s_.head_dim, keep};
+    be.tq_attention(a);
+    n_ += T;
+    held_ += keep;
+  } else {
+    write(k, v, T);  // the window holds the R tokens before this call and the call's own
+    a.store = store();
+    a.rows = rows();
+    a.n_rec = n_ - held_;  // the rest is read from the exact window
+    a.n_exact = held_;
+    be.tq_attention(a);
+  }
   trim();
 }
 

@@ -104,7 +104,13 @@ void CudaBackend::tq_attention(const TqAttentionArgs& a) {
   TQ_CHECK(a.T > 0 && a.n_rec >= 0 && a.n_exact >= 0 && a.q_pos0 >= 0);
   TQ_CHECK(a.q_pos0 + a.T <= a.n_rec + a.n_exact && a.n_rec <= a.store.cap);
   TQ_CHECK(a.store.n_head_kv > 0 && a.n_head % a.store.n_head_kv == 0);
-  TQ_CHECK(a.n_exact == 0 || (a.rows.k && a.rows.v && a.n_exact <= a.rows.cap));
+  const bool fresh = a.fresh.k != nullptr;
+  TQ_CHECK(!fresh || (a.fresh.v && a.T > 1 && a.T <= a.n_exact && a.fresh.keep >= 0 &&
+                      a.fresh.keep <= a.T && a.q_pos0 + a.T == a.n_rec + a.n_exact &&
+                      a.n_rec + a.n_exact <= a.store.cap));
+  // The rows `rows` holds: all n_exact, or with fresh rows those before the chunk and `keep`.
+  const int64_t in_rows = fresh ? a.n_exact - a.T + a.fresh.keep : a.n_exact;
+  TQ_CHECK(in_rows == 0 || (a.rows.k && a.rows.v && in_rows <= a.rows.cap));
   const cuda::TqCodecDev kc = tq_codec(*a.store.k_codec), vc = tq_codec(*a.store.v_codec);
   if (kc.head_dim != 128 || a.store.head_dim != 128)
     fail("CUDA tq_attention: head_dim {} (the kernels need 128)", a.store.head_dim);
@@ -188,6 +194,31 @@ void CudaBackend::tq_decode(const TqAttentionArgs& a, const cuda::TqCodecDev& kc
 // the rotation in its epilogue): no f32 scratch but the rotated q. Otherwise the rows run as a
 // bf16 copy in a second launch, each part with its log-sum-exp, merged and rotated back in one
 // pass (two f32 outputs of the chunk's size as scratch).
+TqAttentionArgs CudaBackend::tq_fresh_to_f32(const TqAttentionArgs& a) {
+  const TqStore& st = a.store;
+  const int64_t hk = st.n_head_kv, D = st.head_dim, n_old = a.n_exact - a.T, keep = a.fresh.keep;
+  tq_grow(tq_rows_, size_t(2 * hk * a.n_exact * D) * sizeof(float));
+  float* base = static_cast<float*>(tq_rows_.p);
+  const TqRows r{base, base + hk * a.n_exact * D, a.n_exact};
+  const size_t row = size_t(D) * sizeof(float), pitch = size_t(r.cap) * row,
+               old_pitch = size_t(a.rows.cap) * row;
+  if (n_old > 0) {
+    copy_rows(r.k, pitch, a.rows.k, old_pitch, size_t(n_old) * row, size_t(hk));
+    copy_rows(r.v, pitch, a.rows.v, old_pitch, size_t(n_old) * row, size_t(hk));
+  }
+  tq_write(st, a.n_rec + n_old, a.fresh.k, a.fresh.v, a.T, a.fresh.token_stride,
+           a.fresh.head_stride, &r, n_old);
+  if (keep > 0) {
+    const int64_t from = (a.n_exact - keep) * D;
+    copy_rows(a.rows.k + n_old * D, old_pitch, r.k + from, pitch, size_t(keep) * row, size_t(hk));
+    copy_rows(a.rows.v + n_old * D, old_pitch, r.v + from, pitch, size_t(keep) * row, size_t(hk));
+  }
+  TqAttentionArgs b = a;
+  b.rows = r;
+  b.fresh = {};
+  return b;
+}
+
 void CudaBackend::tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& kc,
                              const cuda::TqCodecDev& vc) {
   const TqStore& st = a.store;
@@ -222,6 +253,9 @@ void CudaBackend::tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& k
   one.tail_len = a.n_exact;
   one.tail_stride = e_stride;
   const bool fused = cuda::prefill_wgmma_one_launch(one, stream_);
+  if (a.fresh.k && !fused) return tq_prefill(tq_fresh_to_f32(a), kc, vc);
+  // Exact rows already in `rows` (f32): all, or with fresh rows those before the chunk.
+  const int64_t n_held = a.fresh.k ? a.n_exact - T : a.n_exact;
 
   // q rotated here unless the RoPE pass did it (then no room for it: 64 MB at a 4K chunk of
   // 32 heads); the two-launch path's outputs and log-sum-exps; the exact rows' 16-bit copies.
@@ -242,12 +276,31 @@ void CudaBackend::tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& k
   p.q = recs.q = one.q = q_rot ? q_rot : a.q;
   // The window rows as fp16 (the one launch's tiles) or bf16 (the dense kernel's), per kv head.
   auto copy_window = [&](bool fp16) {
-    cuda::tq_rows_to_16bit(a.rows.k, a.rows.cap, kb, e_stride, int(hk), a.n_exact, int(D), fp16, stream_);
-    cuda::tq_rows_to_16bit(a.rows.v, a.rows.cap, vb, e_stride, int(hk), a.n_exact, int(D), fp16, stream_);
+    cuda::tq_rows_to_16bit(a.rows.k, a.rows.cap, kb, e_stride, int(hk), n_held, int(D), fp16, stream_);
+    cuda::tq_rows_to_16bit(a.rows.v, a.rows.cap, vb, e_stride, int(hk), n_held, int(D), fp16, stream_);
   };
   if (fused) {
     if (a.n_exact > 0) {
       copy_window(true);
+      // The chunk's fresh rows: encoded to records, rotated to the fp16 tiles after the held
+      // rows, and (only the last `keep`) to the layer's f32 rows.
+      if (a.fresh.k) {
+        const int64_t keep = a.fresh.keep;
+        cuda::TqRowsOut o;
+        o.f32_head_stride = a.rows.cap;
+        o.f32_t0 = n_held - (T - keep);
+        o.f32_from = T - keep;
+        o.f16_head_stride = e_stride;
+        o.f16_t0 = n_held;
+        for (const bool value : {false, true}) {
+          o.f32 = keep > 0 ? (value ? a.rows.v : a.rows.k) : nullptr;
+          o.f16 = value ? vb : kb;
+          cuda::tq_encode_rows_out(value ? a.fresh.v : a.fresh.k, T, int(hk), a.fresh.token_stride,
+                                   a.fresh.head_stride, value ? vc : kc,
+                                   value ? st.v_codes : st.k_codes, value ? st.v_scale : st.k_scale,
+                                   st.cap, a.n_rec + n_held, o, stream_);
+        }
+      }
       one.tail_k = kb;
       one.tail_v = vb;
     }

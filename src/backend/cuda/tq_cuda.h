@@ -140,6 +140,21 @@ void tq_encode_rows(const float* x, int64_t n_token, int n_head_kv, int64_t x_to
                     int64_t x_head_stride, const TqCodecDev& codec, uint8_t* codes,
                     uint16_t* scales, int64_t head_stride, int64_t t0, float* rot,
                     int64_t rot_head_stride, int64_t rot_t0, void* stream = nullptr);
+// Where tq_encode_rows_out writes the rotated rows R x (a recent-exact window): token t's as f32
+// at f32 + (h * f32_head_stride + f32_t0 + t) * head_dim when f32 is set and t >= f32_from, and as
+// fp16 (round to nearest, as tq_rows_to_16bit) at f16 + (h * f16_head_stride + f16_t0 + t) *
+// head_dim when f16 is set. A prefill chunk's rows go to the attention's fp16 tiles, and only those
+// the window keeps after the chunk to its f32 rows.
+struct TqRowsOut {
+  float* f32 = nullptr;
+  int64_t f32_head_stride = 0, f32_t0 = 0, f32_from = 0;
+  uint16_t* f16 = nullptr;
+  int64_t f16_head_stride = 0, f16_t0 = 0;
+};
+void tq_encode_rows_out(const float* x, int64_t n_token, int n_head_kv, int64_t x_token_stride,
+                        int64_t x_head_stride, const TqCodecDev& codec, uint8_t* codes,
+                        uint16_t* scales, int64_t head_stride, int64_t t0, const TqRowsOut& out,
+                        void* stream = nullptr);
 // True when TQ_ENCODE_KERNEL=warp selects the one-warp-per-vector encoder (the bulk encoder's
 // baseline; conversions then copy through f32 as before).
 bool encode_kernel_is_warp();

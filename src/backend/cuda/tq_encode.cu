@@ -181,8 +181,8 @@ void fill_random_16(uint16_t* p, int64_t n, float lo, float hi, bool bf16, uint6
 void tq_encode(const float* x, int64_t n_token, int n_head_kv, int64_t x_token_stride,
                int64_t x_head_stride, const TqCodecDev& codec, uint8_t* codes, uint16_t* scales,
                int64_t head_stride, int64_t t0, void* stream) {
-  tq_encode_rows(x, n_token, n_head_kv, x_token_stride, x_head_stride, codec, codes, scales,
-                 head_stride, t0, nullptr, 0, 0, stream);
+  tq_encode_rows_out(x, n_token, n_head_kv, x_token_stride, x_head_stride, codec, codes, scales,
+                     head_stride, t0, TqRowsOut{}, stream);
 }
 
 bool encode_kernel_is_warp() {
@@ -212,18 +212,17 @@ unsigned encode_rows_grid(int64_t n_vec) {
 template <int D, typename In>
 void launch_encode_rows(const In* x, int64_t n_token, int n_kv, int64_t x_ts, int64_t x_hs,
                         const TqCodecDev& c, uint8_t* codes, uint16_t* scales,
-                        int64_t head_stride, int64_t t0, float* rot, int64_t rot_hs,
-                        int64_t rot_t0, cudaStream_t st) {
+                        int64_t head_stride, int64_t t0, const TqRowsOut& rot, cudaStream_t st) {
   const int64_t n_vec = n_token * n_kv;
   constexpr int64_t per16 = 16 / int64_t(sizeof(In));
   const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && x_ts % per16 == 0 &&
                    x_hs % per16 == 0;
   if (vec)
     encode_rows_kernel<D, true, In><<<encode_rows_grid<D, true, In>(n_vec), 256, 0, st>>>(
-        x, n_token, n_kv, x_ts, x_hs, c, codes, scales, head_stride, t0, rot, rot_hs, rot_t0);
+        x, n_token, n_kv, x_ts, x_hs, c, codes, scales, head_stride, t0, rot);
   else
     encode_rows_kernel<D, false, In><<<encode_rows_grid<D, false, In>(n_vec), 256, 0, st>>>(
-        x, n_token, n_kv, x_ts, x_hs, c, codes, scales, head_stride, t0, rot, rot_hs, rot_t0);
+        x, n_token, n_kv, x_ts, x_hs, c, codes, scales, head_stride, t0, rot);
 }
 
 // f(std::integral_constant<int, D>) for head_dim D in {64, 128, 256}.
@@ -240,29 +239,39 @@ void by_head_dim(int head_dim, F&& f) {
 template <typename In>
 void encode_rows_any(const In* x, int64_t n_token, int n_head_kv, int64_t x_token_stride,
                      int64_t x_head_stride, const TqCodecDev& codec, uint8_t* codes,
-                     uint16_t* scales, int64_t head_stride, int64_t t0, float* rot,
-                     int64_t rot_head_stride, int64_t rot_t0, void* stream) {
+                     uint16_t* scales, int64_t head_stride, int64_t t0, const TqRowsOut& rot,
+                     void* stream) {
   if (n_token <= 0) return;
-  // The window rows are written as float4: their rows must be 16-byte aligned.
-  if (rot && reinterpret_cast<uintptr_t>(rot) % 16 != 0)
+  // The window rows are written 16 bytes at a time: their rows must be 16-byte aligned.
+  if ((rot.f32 && reinterpret_cast<uintptr_t>(rot.f32) % 16 != 0) ||
+      (rot.f16 && reinterpret_cast<uintptr_t>(rot.f16) % 16 != 0))
     raise("tq_encode_rows: window rows not 16-byte aligned");
   cudaStream_t st = as_stream(stream);
   by_head_dim(codec.head_dim, [&](auto dim) {
     constexpr int D = decltype(dim)::value;
     if constexpr (std::is_same_v<In, float>) {
-      if (encode_kernel_is_warp()) {
+      if (encode_kernel_is_warp() && !rot.f16 && rot.f32_from == 0) {
         const int per_block = 8;
         const unsigned grid = unsigned((n_token * n_head_kv + per_block - 1) / per_block);
         encode_warp_kernel<D><<<grid, 32 * per_block, 0, st>>>(
             x, n_token, n_head_kv, x_token_stride, x_head_stride, codec, codes, scales,
-            head_stride, t0, rot, rot_head_stride, rot_t0);
+            head_stride, t0, rot.f32, rot.f32_head_stride, rot.f32_t0);
         return;
       }
     }
     launch_encode_rows<D, In>(x, n_token, n_head_kv, x_token_stride, x_head_stride, codec, codes,
-                              scales, head_stride, t0, rot, rot_head_stride, rot_t0, st);
+                              scales, head_stride, t0, rot, st);
   });
   check_last_launch("tq_encode");
+}
+
+// The f32 window rows of tq_encode_rows and tq_encode_rows_bf16 (none when rot is null).
+TqRowsOut f32_rows(float* rot, int64_t rot_head_stride, int64_t rot_t0) {
+  TqRowsOut o;
+  o.f32 = rot;
+  o.f32_head_stride = rot_head_stride;
+  o.f32_t0 = rot_t0;
+  return o;
 }
 
 }  // namespace
@@ -272,7 +281,15 @@ void tq_encode_rows(const float* x, int64_t n_token, int n_head_kv, int64_t x_to
                     uint16_t* scales, int64_t head_stride, int64_t t0, float* rot,
                     int64_t rot_head_stride, int64_t rot_t0, void* stream) {
   encode_rows_any(x, n_token, n_head_kv, x_token_stride, x_head_stride, codec, codes, scales,
-                  head_stride, t0, rot, rot_head_stride, rot_t0, stream);
+                  head_stride, t0, f32_rows(rot, rot_head_stride, rot_t0), stream);
+}
+
+void tq_encode_rows_out(const float* x, int64_t n_token, int n_head_kv, int64_t x_token_stride,
+                        int64_t x_head_stride, const TqCodecDev& codec, uint8_t* codes,
+                        uint16_t* scales, int64_t head_stride, int64_t t0, const TqRowsOut& out,
+                        void* stream) {
+  encode_rows_any(x, n_token, n_head_kv, x_token_stride, x_head_stride, codec, codes, scales,
+                  head_stride, t0, out, stream);
 }
 
 void tq_encode_rows_bf16(const uint16_t* x, int64_t n_token, int n_head_kv,
@@ -280,8 +297,8 @@ void tq_encode_rows_bf16(const uint16_t* x, int64_t n_token, int n_head_kv,
                          uint8_t* codes, uint16_t* scales, int64_t head_stride, int64_t t0,
                          float* rot, int64_t rot_head_stride, int64_t rot_t0, void* stream) {
   encode_rows_any(reinterpret_cast<const __nv_bfloat16*>(x), n_token, n_head_kv, x_token_stride,
-                  x_head_stride, codec, codes, scales, head_stride, t0, rot, rot_head_stride,
-                  rot_t0, stream);
+                  x_head_stride, codec, codes, scales, head_stride, t0,
+                  f32_rows(rot, rot_head_stride, rot_t0), stream);
 }
 
 void tq_encode_batch(const DecodeSeqDesc* seqs, int n_seq, int n_head_kv, const float* k,

@@ -4,6 +4,7 @@
 // codes match the CPU's.
 #pragma once
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "backend/cuda/tq_cuda.h"
 #include "backend/cuda/tq_encode_vec.cuh"
@@ -112,16 +113,15 @@ __device__ __forceinline__ void load_row(const In* src, float (&v)[PER]) {
 }
 
 // Vectors [n_token, n_kv] of x (element strides x_ts, x_hs) to records h * head_stride + t0 + t;
-// with `rot`, also the rotated raw rows R x to rot + (h * rot_hs + rot_t0 + t) * D (a compressed
-// layer's exact window). Blocks loop over groups of 32 vectors; a group past the end works on
+// with `rot.f32` or `rot.f16`, also the rotated raw rows R x (a compressed layer's exact window;
+// TqRowsOut, tq_cuda.h). Blocks loop over groups of 32 vectors; a group past the end works on
 // the last vector and stores nothing (its lanes take part in the shuffles).
 template <int D, bool VEC, typename In>
 __global__ void __launch_bounds__(256, D <= 128 ? 4 : 2) encode_rows_kernel(const In* x, int64_t n_token, int n_kv,
                                                           int64_t x_ts, int64_t x_hs,
                                                           const TqCodecDev c, uint8_t* codes,
                                                           uint16_t* scales, int64_t head_stride,
-                                                          int64_t t0, float* rot, int64_t rot_hs,
-                                                          int64_t rot_t0) {
+                                                          int64_t t0, const TqRowsOut rot) {
   constexpr int G = 8, PER = D / G, WORDS = PER / 8;
   __shared__ QuantTable table;
   const bool table_ok = build_quant_table(table, c);
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(256, D <= 128 ? 4 : 2) encode_rows_kernel(cons
     double ss = 0.0;
 #pragma unroll
     for (int i = 0; i < PER; ++i) ss += double(v[i]) * double(v[i]);
-    if (rot) {
+    if (rot.f32 || rot.f16) {
       float r[PER];
 #pragma unroll
       for (int i = 0; i < PER; ++i) r[i] = v[i];
@@ -156,11 +156,24 @@ __global__ void __launch_bounds__(256, D <= 128 ? 4 : 2) encode_rows_kernel(cons
 #pragma unroll
       for (int i = 0; i < PER; ++i) r[i] = __fmul_rn(r[i], s);
       apply_signs<PER>(r, s_out);
-      if (live) {
-        float4* dst = reinterpret_cast<float4*>(rot + (h * rot_hs + rot_t0 + t) * D + g * PER);
+      if (live && rot.f32 && t >= rot.f32_from) {
+        float4* dst = reinterpret_cast<float4*>(rot.f32 + (h * rot.f32_head_stride + rot.f32_t0 + t) * D + g * PER);
 #pragma unroll
         for (int j = 0; j < PER / 4; ++j)
           dst[j] = make_float4(r[4 * j], r[4 * j + 1], r[4 * j + 2], r[4 * j + 3]);
+      }
+      if (live && rot.f16) {
+        uint4* dst = reinterpret_cast<uint4*>(rot.f16 + (h * rot.f16_head_stride + rot.f16_t0 + t) * D + g * PER);
+#pragma unroll
+        for (int j = 0; j < PER / 8; ++j) {
+          uint32_t w[4];
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const __half2 p = __floats2half2_rn(r[8 * j + 2 * k], r[8 * j + 2 * k + 1]);
+            w[k] = *reinterpret_cast<const uint32_t*>(&p);
+          }
+          dst[j] = make_uint4(w[0], w[1], w[2], w[3]);
+        }
       }
     }
 #pragma unroll

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "backend/cuda/tq_cuda.h"
+#include "backend/cuda/tq_rotate.h"
 #include "gpu_test_util.h"
 #include "quant/vector_codec.h"
 
@@ -129,6 +130,117 @@ TEST(CudaTurboQuant, EncodeMatchesTheCpuCodec) {
                 ASSERT_EQ(ch[size_t((h * cap + t) * d / 2 + i)], 0xA5) << "h " << h << " t " << t;
             }
         }
+}
+
+// tq_encode_rows_out, as a prefill chunk's fresh rows use it (TqRowsOut): the same records as
+// tq_encode_rows; fp16 rotated rows equal to tq_rows_to_16bit of that call's f32 rows (which the
+// test above checks against Rotation::apply) and within fp16 rounding of Rotation::apply; f32 rows
+// only for tokens from f32_from on, where asked; nothing written outside the rows asked for.
+TEST(CudaTurboQuant, EncodeWritesFp16RowsAndOnlyTheKeptF32Rows) {
+  TQ_REQUIRE_GPU();
+  auto be = make_cuda_backend();
+  for (int d : {64, 128, 256})
+    for (int64_t keep : {0, 1, 40, 301}) {
+      SCOPED_TRACE(testing::Message() << "d=" << d << " keep=" << keep);
+      quant::TqFormat f;
+      f.head_dim = d;
+      f.key_seed = rng()();
+      f.value_seed = rng()();
+      quant::VectorCodec codec(f.key_config());
+      cuda::TqCodecDev dc = cuda::make_tq_codec_dev(codec);
+      const int64_t T = 301, nkv = 3, cap = 320, t0 = 5, f32_cap = 310, f32_at = 4, f16_cap = 320,
+                    f16_t0 = 7;
+      const auto x = randn(size_t(T * nkv * d), 3.0f);
+      DeviceBuffer xd = to_dev(*be, x);
+      // Reference: every row in f32 by tq_encode_rows.
+      DeviceBuffer codes_a(be.get(), size_t(nkv * cap * d / 2)), scales_a(be.get(), size_t(nkv * cap) * 2);
+      DeviceBuffer rot_a = poisoned(*be, size_t(nkv * T * d));
+      cuda::tq_encode_rows(xd.f32(), T, int(nkv), nkv * d, d, dc, static_cast<uint8_t*>(codes_a.data()),
+                           static_cast<uint16_t*>(scales_a.data()), cap, t0, rot_a.f32(), T, 0);
+      // Under test: fp16 rows for all, f32 rows for the last `keep` tokens at rows f32_at ...
+      std::vector<uint8_t> junk(size_t(nkv * cap * d / 2), 0xA5);
+      DeviceBuffer codes_b = to_dev(*be, junk), scales_b(be.get(), size_t(nkv * cap) * 2);
+      DeviceBuffer rot_b = poisoned(*be, size_t(nkv * f32_cap * d));
+      const std::vector<uint16_t> junk16(size_t(nkv * f16_cap * d), 0x7e01);
+      DeviceBuffer r16 = to_dev(*be, junk16);
+      cuda::TqRowsOut o;
+      o.f32 = keep > 0 ? rot_b.f32() : nullptr;
+      o.f32_head_stride = f32_cap;
+      o.f32_t0 = f32_at - (T - keep);
+      o.f32_from = T - keep;
+      o.f16 = static_cast<uint16_t*>(r16.data());
+      o.f16_head_stride = f16_cap;
+      o.f16_t0 = f16_t0;
+      cuda::tq_encode_rows_out(xd.f32(), T, int(nkv), nkv * d, d, dc, static_cast<uint8_t*>(codes_b.data()),
+                               static_cast<uint16_t*>(scales_b.data()), cap, t0, o);
+      // tq_rows_to_16bit of the reference rows.
+      DeviceBuffer want16(be.get(), size_t(nkv * T * d) * 2);
+      cuda::tq_rows_to_16bit(rot_a.f32(), T, static_cast<uint16_t*>(want16.data()), T, int(nkv), T, d, true);
+      cuda_synchronize();
+      auto bytes = [&](const DeviceBuffer& b, size_t n) {
+        std::vector<uint8_t> h(n);
+        be->download(h.data(), b.data(), n);
+        return h;
+      };
+      const size_t code_bytes = size_t(nkv * cap * d / 2);
+      const std::vector<uint8_t> ca = bytes(codes_a, code_bytes), cb = bytes(codes_b, code_bytes);
+      for (int64_t h = 0; h < nkv; ++h)
+        for (int64_t t = 0; t < cap; ++t)
+          for (int i = 0; i < d / 2; ++i) {
+            const size_t at = size_t((h * cap + t) * d / 2 + i);
+            if (t >= t0 && t < t0 + T)
+              ASSERT_EQ(cb[at], ca[at]) << "record h " << h << " t " << t;
+            else
+              ASSERT_EQ(cb[at], 0xA5) << "outside the records: h " << h << " t " << t;
+          }
+      // (The scales: the slots outside the records are uninitialised in both buffers.)
+      const std::vector<uint8_t> sa = bytes(scales_a, size_t(nkv * cap) * 2),
+                                 sb = bytes(scales_b, size_t(nkv * cap) * 2);
+      for (int64_t h = 0; h < nkv; ++h)
+        EXPECT_EQ(std::memcmp(&sa[size_t(h * cap + t0) * 2], &sb[size_t(h * cap + t0) * 2], size_t(T) * 2), 0)
+            << "scales of head " << h;
+      std::vector<uint16_t> got16(junk16.size()), w16(size_t(nkv * T * d));
+      be->download(got16.data(), r16.data(), got16.size() * 2);
+      be->download(w16.data(), want16.data(), w16.size() * 2);
+      const std::vector<float> ra = from_dev(*be, rot_a, size_t(nkv * T * d));
+      const std::vector<float> rb = from_dev(*be, rot_b, size_t(nkv * f32_cap * d));
+      std::vector<float> cpu_rot(static_cast<size_t>(d));
+      int64_t far = 0;
+      for (int64_t h = 0; h < nkv; ++h) {
+        for (int64_t r = 0; r < f16_cap; ++r) {
+          const int64_t t = r - f16_t0;
+          if (t >= 0 && t < T) codec.rotation().apply(x.data() + (t * nkv + h) * d, cpu_rot.data());
+          for (int i = 0; i < d; ++i) {
+            const uint16_t g = got16[size_t((h * f16_cap + r) * d + i)];
+            if (t < 0 || t >= T) {
+              ASSERT_EQ(g, 0x7e01) << "fp16 row outside the chunk: h " << h << " row " << r;
+              continue;
+            }
+            ASSERT_EQ(g, w16[size_t((h * T + t) * d + i)]) << "fp16 h " << h << " t " << t << " i " << i;
+            // fp16 of the exact rotation: within half an fp16 ulp (2^-11 relative) plus underflow.
+            const float want = cpu_rot[size_t(i)];
+            const uint32_t e = (g >> 10) & 31, m = g & 1023;
+            const float gv = (g & 0x8000 ? -1.0f : 1.0f) *
+                             (e == 0 ? std::ldexp(float(m), -24) : std::ldexp(float(m + 1024), int(e) - 25));
+            far += std::fabs(gv - want) > std::fabs(want) * 0x1p-11f + 0x1p-25f;
+          }
+        }
+        for (int64_t r = 0; r < f32_cap; ++r) {
+          const int64_t t = r - o.f32_t0;  // the token whose row this is, if written
+          const bool written = keep > 0 && t >= T - keep && t < T;
+          for (int i = 0; i < d; ++i) {
+            const float g = rb[size_t((h * f32_cap + r) * d + i)];
+            if (!written) {
+              ASSERT_TRUE(std::isnan(g)) << "f32 row not asked for was written: h " << h << " row " << r;
+            } else {
+              ASSERT_EQ(std::bit_cast<uint32_t>(g), std::bit_cast<uint32_t>(ra[size_t((h * T + t) * d + i)]))
+                  << "f32 h " << h << " t " << t;
+            }
+          }
+        }
+      }
+      EXPECT_EQ(far, 0) << "fp16 rows off the CPU rotation by more than fp16 rounding";
+    }
 }
 
 // The table quantizer against Codebook::quantize on every boundary and its negation, the 4
