@@ -343,6 +343,11 @@ class Backend {
     return false;
   }
   virtual void tq_attention(const TqAttentionArgs& a) { unsupported("tq_attention"); }
+  // Fresh rows (TqFreshRows) the long way, for a tq_attention that reads every exact row in f32:
+  // the held rows copied to `rows` (backend memory, 2 * n_head_kv * n_exact * head_dim floats: K
+  // then V, head stride n_exact), the chunk's encoded after them (tq_write) and its last `keep`
+  // copied into a.rows. Returns the same attention over `rows`, with nothing fresh.
+  TqAttentionArgs write_fresh_rows(const TqAttentionArgs& a, float* rows);
   // Appends one token per entry (KvAppend) from k, v [*, n_head_kv, head_dim] (f32, backend
   // memory). The base version makes the per-sequence kv_write() / tq_write() calls; a device
   // backend overrides it with one launch per kind.

@@ -11,6 +11,29 @@ void Backend::copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src
          row_bytes);
 }
 
+TqAttentionArgs Backend::write_fresh_rows(const TqAttentionArgs& a, float* rows) {
+  const TqStore& st = a.store;
+  const int64_t hk = st.n_head_kv, d = st.head_dim, n_held = a.n_exact - a.T, keep = a.fresh.keep;
+  const TqRows r{rows, rows + hk * a.n_exact * d, a.n_exact};
+  const size_t row = size_t(d) * sizeof(float), pitch = size_t(r.cap) * row,
+               old_pitch = size_t(a.rows.cap) * row;
+  if (n_held > 0) {
+    copy_rows(r.k, pitch, a.rows.k, old_pitch, size_t(n_held) * row, size_t(hk));
+    copy_rows(r.v, pitch, a.rows.v, old_pitch, size_t(n_held) * row, size_t(hk));
+  }
+  tq_write(st, a.n_rec + n_held, a.fresh.k, a.fresh.v, a.T, a.fresh.token_stride,
+           a.fresh.head_stride, &r, n_held);
+  if (keep > 0) {
+    const int64_t from = (a.n_exact - keep) * d;
+    copy_rows(a.rows.k + n_held * d, old_pitch, r.k + from, pitch, size_t(keep) * row, size_t(hk));
+    copy_rows(a.rows.v + n_held * d, old_pitch, r.v + from, pitch, size_t(keep) * row, size_t(hk));
+  }
+  TqAttentionArgs b = a;
+  b.rows = r;
+  b.fresh = {};
+  return b;
+}
+
 void Backend::norm_linear(const float* x, int64_t T, const Weight& norm, float eps, float* h,
                           std::span<const Weight* const> w, std::span<float* const> out,
                           std::span<const Weight* const> bias) {

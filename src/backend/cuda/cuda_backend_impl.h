@@ -341,13 +341,11 @@ class CudaBackend final : public Backend {
   cuda::TqCodecDev tq_codec(const quant::VectorCodec& c) const;  // throws if unsupported
   void tq_decode(const TqAttentionArgs& a, const cuda::TqCodecDev& kc, const cuda::TqCodecDev& vc);
   void tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& kc, const cuda::TqCodecDev& vc);
-  // A chunk's fresh rows (TqFreshRows) written the long way, for the two-launch prefill: all exact
-  // rows in f32 in tq_rows_, the last `keep` copied to the layer's rows; returns args reading them.
-  TqAttentionArgs tq_fresh_to_f32(const TqAttentionArgs& a);
   void tq_grow(TqMem& m, size_t bytes);  // ensure() that counts the growth in allocated_bytes()
   mutable std::mutex tq_mu_;
   mutable std::vector<std::pair<quant::CodecConfig, cuda::TqCodecDev>> tq_codecs_;
-  TqMem tq_ws_, tq_scratch_, tq_rows_;
+  TqMem tq_ws_, tq_scratch_;
+  TqMem tq_rows_;  // the two-launch prefill's exact rows, with fresh rows (write_fresh_rows)
 
   // Batched decode (cuda_backend_batch.cpp): pinned descriptor staging, device tables, workspace.
   struct BatchMem;

@@ -194,31 +194,6 @@ void CudaBackend::tq_decode(const TqAttentionArgs& a, const cuda::TqCodecDev& kc
 // the rotation in its epilogue): no f32 scratch but the rotated q. Otherwise the rows run as a
 // bf16 copy in a second launch, each part with its log-sum-exp, merged and rotated back in one
 // pass (two f32 outputs of the chunk's size as scratch).
-TqAttentionArgs CudaBackend::tq_fresh_to_f32(const TqAttentionArgs& a) {
-  const TqStore& st = a.store;
-  const int64_t hk = st.n_head_kv, D = st.head_dim, n_old = a.n_exact - a.T, keep = a.fresh.keep;
-  tq_grow(tq_rows_, size_t(2 * hk * a.n_exact * D) * sizeof(float));
-  float* base = static_cast<float*>(tq_rows_.p);
-  const TqRows r{base, base + hk * a.n_exact * D, a.n_exact};
-  const size_t row = size_t(D) * sizeof(float), pitch = size_t(r.cap) * row,
-               old_pitch = size_t(a.rows.cap) * row;
-  if (n_old > 0) {
-    copy_rows(r.k, pitch, a.rows.k, old_pitch, size_t(n_old) * row, size_t(hk));
-    copy_rows(r.v, pitch, a.rows.v, old_pitch, size_t(n_old) * row, size_t(hk));
-  }
-  tq_write(st, a.n_rec + n_old, a.fresh.k, a.fresh.v, a.T, a.fresh.token_stride,
-           a.fresh.head_stride, &r, n_old);
-  if (keep > 0) {
-    const int64_t from = (a.n_exact - keep) * D;
-    copy_rows(a.rows.k + n_old * D, old_pitch, r.k + from, pitch, size_t(keep) * row, size_t(hk));
-    copy_rows(a.rows.v + n_old * D, old_pitch, r.v + from, pitch, size_t(keep) * row, size_t(hk));
-  }
-  TqAttentionArgs b = a;
-  b.rows = r;
-  b.fresh = {};
-  return b;
-}
-
 void CudaBackend::tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& kc,
                              const cuda::TqCodecDev& vc) {
   const TqStore& st = a.store;
@@ -253,7 +228,10 @@ void CudaBackend::tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& k
   one.tail_len = a.n_exact;
   one.tail_stride = e_stride;
   const bool fused = cuda::prefill_wgmma_one_launch(one, stream_);
-  if (a.fresh.k && !fused) return tq_prefill(tq_fresh_to_f32(a), kc, vc);
+  if (a.fresh.k && !fused) {  // the two-launch path reads every exact row in f32
+    tq_grow(tq_rows_, size_t(2 * hk * a.n_exact * D) * sizeof(float));
+    return tq_prefill(write_fresh_rows(a, static_cast<float*>(tq_rows_.p)), kc, vc);
+  }
   // Exact rows already in `rows` (f32): all, or with fresh rows those before the chunk.
   const int64_t n_held = a.fresh.k ? a.n_exact - T : a.n_exact;
 

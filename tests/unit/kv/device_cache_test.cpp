@@ -72,7 +72,14 @@ class ReferenceTqBackend final : public Backend {
         }
       }
   }
-  void tq_attention(const TqAttentionArgs& a) override {
+  void tq_attention(const TqAttentionArgs& in) override {
+    // Fresh rows (a prefill chunk's, unwritten): the base class's long way into host rows.
+    std::vector<float> rows;
+    if (in.fresh.k) {
+      ++fresh_chunks;
+      rows.resize(size_t(2 * in.store.n_head_kv * in.n_exact * in.store.head_dim));
+    }
+    const TqAttentionArgs a = in.fresh.k ? write_fresh_rows(in, rows.data()) : in;
     const TqStore& s = a.store;
     ASSERT_LE(a.q_pos0 + a.T, a.n_rec + a.n_exact);
     // Records back in VectorCodec's layout (codes, then the scale), [n_head_kv][n_rec].
@@ -99,7 +106,7 @@ class ReferenceTqBackend final : public Backend {
     quant::CompressedAttention attn(*s.k_codec, *s.v_codec);
     attn.run(a.q, pos.data(), a.T, b, a.n_exact > 0 ? 2 : 1, p, a.out, &ThreadPool::global());
   }
-  int64_t writes = 0;
+  int64_t writes = 0, fresh_chunks = 0;
 
  private:
   static void encode(const quant::VectorCodec& c, const float* x, uint8_t* codes,
@@ -168,9 +175,11 @@ void same_steps(Backend& be, LayerCache& dev, LayerCache& ref, const std::vector
 TEST(DeviceCompressedCache, MatchesTheCpuCacheOnAReferenceBackend) {
   ReferenceTqBackend be;
   uint32_t seed = 1;
+  int64_t chunks_in_a_window = 0;  // prefill chunks (T > 1) of caches with a window
   for (int64_t recent : {0, 16, 128})
     for (int64_t T : {1, 7, 64, 300})
       for (int64_t prefix : {0, 200}) {
+        if (recent > 0) chunks_in_a_window += (prefix > 1) + (T > 1);
         const quant::TqFormat f = format(seed);
         std::unique_ptr<LayerCache> dev = make_compressed_cache(be, kShape, f, 3, recent);
         ASSERT_NE(dynamic_cast<DeviceCompressedCache*>(dev.get()), nullptr);
@@ -182,6 +191,8 @@ TEST(DeviceCompressedCache, MatchesTheCpuCacheOnAReferenceBackend) {
         same_steps(be, *dev, ref, steps, seed += 1000);
         EXPECT_NE(dev->format_id(), ref.format_id());
       }
+  // Those chunks hand their rows to the backend unwritten (TqFreshRows); no other call does.
+  EXPECT_EQ(be.fresh_chunks, chunks_in_a_window);
 }
 
 TEST(DeviceCompressedCache, DecodeStepsAllocateNothing) {
