@@ -79,6 +79,8 @@ struct WgCfg {
   // ALU decode: K and V of a stage published by separate barriers (TQ_WG_SPLIT_KV=1).
   static constexpr bool kSplitKV = kMode == kTqAlu && TQ_WG_SPLIT_KV && TQ_WG_ALU_PRODUCERS == 1;
   static_assert(kProdWgs == 1 || kProdWgs == 2);
+  // (Also references the switch in the passes that compile no kernel body: nvcc warning #177.)
+  static_assert(!kSplitKV || kProdWgs == 1, "K published first needs the one-producer decode");
   static_assert(kProdRegs % 8 == 0 && kConsRegs % 8 == 0 && kConsRegs <= 256 &&
                 kProdWgs * kProdRegs + 2 * kConsRegs == (kProdWgs + 2) * kBase);
   static_assert(kSmemBytes <= 232448, "over the sm_90 shared memory limit");
