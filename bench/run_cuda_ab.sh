@@ -15,22 +15,10 @@
 # Example: OLD_ATTN=.gpu/old.xz NEW_ATTN=.gpu/new.xz ATTN_ARGS="--batch 1 --ctx 32768" \
 #   bash bench/run_cuda_ab.sh
 set -o pipefail
-R=$PWD
-CL=$(find /usr/local /opt -name libcublasLt.so.13 2>/dev/null | head -1)
-LD_LIBRARY_PATH=$R/.gpu/lib:$(dirname "$CL")
-export LD_LIBRARY_PATH
-OUT=${OUT:-/tmp/out}
 W=/tmp/ab
-mkdir -p "$OUT" "$W"
+# shellcheck source=bench/device_common.sh
+. "$(dirname "$0")/device_common.sh"
 ROUNDS=${ROUNDS:-2}
-unpack() {  # path -> an executable path
-  case "$1" in
-    *.xz) local d
-          d="$W/$(basename "$1" .xz)"
-          xz -dc "$1" > "$d" && chmod +x "$d" && echo "$d" ;;
-    *) echo "$1" ;;
-  esac
-}
 if [ -n "${OLD_ATTN:-}" ] && [ -n "${NEW_ATTN:-}" ]; then
   OA=$(unpack "$OLD_ATTN"); NA=$(unpack "$NEW_ATTN")
   for r in $(seq "$ROUNDS"); do

@@ -14,20 +14,13 @@
 # Shared libraries and tqserve (make-model) come from .gpu/e2e.tar.xz (bench/pack_cuda_archives.sh).
 # Carry the binaries, ".gpu/e2e.tar.xz" and ".gpu/lib".
 set -o pipefail
-R=$PWD
-CL=$(find /usr/local /opt -name libcublasLt.so.13 2>/dev/null | head -1)
-OUT=${OUT:-/tmp/out}
 W=/tmp/mab
+# shellcheck source=bench/device_common.sh
+. "$(dirname "$0")/device_common.sh"
 M=${MODEL_DIR:-/tmp/qwen3-8b-random}
 mkdir -p "$OUT" "$W/e2e" "$W/traces"
 tar -C "$W/e2e" -xJf .gpu/e2e.tar.xz || { echo "no .gpu/e2e.tar.xz"; exit 1; }
-export LD_LIBRARY_PATH=$W/e2e/lib:$R/.gpu/lib:$(dirname "$CL")
-unpack() {  # path -> an executable path
-  case "$1" in
-    *.xz) local d="$W/$(basename "$1" .xz)"; xz -dc "$1" > "$d" && chmod +x "$d" && echo "$d" ;;
-    *) echo "$1" ;;
-  esac
-}
+LD_LIBRARY_PATH=$W/e2e/lib:$LD_LIBRARY_PATH
 t0=$SECONDS
 if [ -n "${TESTS:-}" ]; then
   read -r tb tf <<< "$TESTS"
@@ -69,7 +62,7 @@ if [ "${TRACE:-1}" = 1 ]; then
   CUPTI=$(find "$CUDA_HOME" /usr/local -name libcupti.so 2>/dev/null | head -1)
   g++ -O2 -shared -fPIC -I"$CUDA_HOME/include" bench/cupti_trace.cpp -L"$(dirname "$CUPTI")" -lcupti \
     -o "$W/libcupti_trace.so" || { echo "cupti_trace did not build"; exit 1; }
-  export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$(dirname "$CUPTI")
+  LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$(dirname "$CUPTI")
   for v in old new; do
     b=$OB; [ $v = new ] && b=$NB
     # shellcheck disable=SC2086

@@ -1,8 +1,8 @@
 // Hopper (sm_90a) prefill attention for dense bf16 or TurboQuant 4-bit K/V at head_dim 128
 // (prefill_wgmma.h): warp-specialized blocks of 128 query rows: one producer warpgroup fills
 // 128-key K/V tiles in 128B-swizzled shared memory (bf16: cp.async, 3 stages; TurboQuant: code
-// tiles and fp16 scales by cp.async into staging, decoded to fp16 tiles, 2 stages, the ALU decode
-// by two producer warpgroups of 64 keys a tile each; mbarriers),
+// tiles by bulk copies and fp16 scales through registers into staging, decoded to fp16 tiles, 2
+// stages, the ALU decode by two producer warpgroups of 64 keys a tile each; mbarriers),
 // two consumer warpgroups (64 rows each) compute S = Q K^T with wgmma from shared memory, the
 // online softmax in registers (exp2), and O += P V with P as the register A operand.
 #include <cmath>
@@ -66,7 +66,7 @@ struct WgCfg {
   static constexpr int kRawOff = kQBytes + kStages * 2 * kTileBytes;
   static constexpr int kLutOff = kRawOff + (kTq ? 2 * kRawStage : 0);  // table or ALU magnitudes
   static constexpr int kBarOff = kLutOff + (kMode == kTqTable ? 256 * 32 * 4 : kAlu ? 32 : 0);
-  static constexpr int kSmemBytes = kBarOff + 64 + 1024;  // + barriers + alignment slack
+  static constexpr int kSmemBytes = kBarOff + 128 + 1024;  // + barriers + alignment slack
   // Producer warpgroups (the ALU decode: 2 by default, each decoding half of every tile's keys),
   // then 2 consumer warpgroups.
   static constexpr int kProdWgs = kAlu ? TQ_WG_ALU_PRODUCERS : 1;
@@ -79,6 +79,9 @@ struct WgCfg {
   // ALU decode: K and V of a stage published by separate barriers (TQ_WG_SPLIT_KV=1).
   static constexpr bool kSplitKV = kMode == kTqAlu && TQ_WG_SPLIT_KV && TQ_WG_ALU_PRODUCERS == 1;
   static_assert(kProdWgs == 1 || kProdWgs == 2);
+  // Barriers: full, empty, full_v (kStages each), TurboQuant: raw stage copies [kProdWgs][2].
+  static constexpr int kBarBytes = 8 * (3 * kStages + (kTq ? 2 * kProdWgs : 0));
+  static_assert(kBarBytes <= 128 && kRawStage % 16 == 0);
   // (Also references the switch in the passes that compile no kernel body: nvcc warning #177.)
   static_assert(!kSplitKV || kProdWgs == 1, "K published first needs the one-producer decode");
   static_assert(kProdRegs % 8 == 0 && kConsRegs % 8 == 0 && kConsRegs <= 256 &&
@@ -227,6 +230,7 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + C::kBarOff);
   uint64_t* empty = full + kStages;
   uint64_t* full_v = empty + kStages;  // C::kSplitKV: V of stage s decoded (full: K only)
+  uint64_t* raw_full = full_v + kStages;  // TurboQuant: [producer warpgroup][raw stage] codes landed
 
   const int tid = threadIdx.x, wg = tid >> 7;
   const int h = blockIdx.x, hk = h / p.group;
@@ -244,6 +248,10 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
     for (int s = 0; s < kStages; ++s) mbar_init(full + s, 128 * C::kProdWgs), mbar_init(empty + s, 8);
     if constexpr (C::kSplitKV)
       for (int s = 0; s < kStages; ++s) mbar_init(full_v + s, 128 * C::kProdWgs);
+    if constexpr (kTq) {
+      for (int i = 0; i < 2 * C::kProdWgs; ++i) mbar_init(raw_full + i, 1);
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // for the bulk copies
+    }
   }
   if constexpr (C::kAlu) {
     // (Two copies: the producer's lanes read copy lane & 1, so the compiler cannot keep the
@@ -262,9 +270,10 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
 
   if (wg < C::kProdWgs) {
     if constexpr (kTq) {
-      // ---- TurboQuant producer: raw stage it & 1 holds tile it's codes (cp.async) and scales
-      // (loaded one tile ahead through registers; 0 past L, so those keys decode to zeros); the
-      // decode of tile it into stage it % kStages overlaps the copies of tile it + 1.
+      // ---- TurboQuant producer: raw stage it & 1 holds tile it's codes (two bulk copies by the
+      // warpgroup's thread 0, on raw_full; rows past L keep stale bytes) and scales (loaded one
+      // tile ahead through registers; 0 past L, so those keys decode to zeros); the decode of
+      // tile it into stage it % kStages overlaps the copies of tile it + 1.
       // Two producer warpgroups (kHalf): warpgroup `half` copies, decodes and publishes keys
       // 64 half .. 64 half + 63 of each tile, synchronized on its own named barrier.
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(C::kProdRegs));
@@ -281,17 +290,18 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
       uint8_t* raw = smem + C::kRawOff;
       const uint32_t* lut = reinterpret_cast<const uint32_t*>(smem + C::kLutOff);
       uint16_t sk = 0, sv = 0;
-      auto issue = [&](int it) {
-        uint8_t* rs = raw + (it & 1) * C::kRawStage;
+      uint64_t* my_raw_full = raw_full + 2 * half;
+      auto issue = [&](int it) {  // thread 0: the tile's K rows and V rows, two bulk copies
+        if (pt != 0) return;
         constexpr int kRowsIn = kHalf ? kBN / 2 : kBN;
-#pragma unroll 4
-        for (int i = pt; i < kRowsIn * 4; i += 128) {  // rows x 4 chunks of 16 bytes
-          const int r = half * kRowsIn + (i >> 2), c = i & 3, j = it * kBN + r;
-          const bool ok = j < p.L;
-          const int64_t off = (kv_base + (ok ? j : 0)) * (kD / 2) + c * 16;
-          const int dst = C::kAlu ? wgtq::raw_slot(r, c) : r * 64 + c * 16;
-          cp_async16_zfill(rs + dst, p.k + off, ok ? 16 : 0);
-          cp_async16_zfill(rs + C::kCodeBytes + dst, p.v + off, ok ? 16 : 0);
+        const int j0 = it * kBN + half * kRowsIn, rows = max(0, min(kRowsIn, p.L - j0));
+        uint8_t* rs = raw + (it & 1) * C::kRawStage + half * kRowsIn * (kD / 2);
+        uint64_t* bar = my_raw_full + (it & 1);
+        mbar_expect_tx(bar, uint32_t(2 * rows * (kD / 2)));
+        if (rows > 0) {
+          const int64_t off = (kv_base + j0) * (kD / 2);
+          bulk_copy(rs, p.k + off, uint32_t(rows * (kD / 2)), bar);
+          bulk_copy(rs + C::kCodeBytes, p.v + off, uint32_t(rows * (kD / 2)), bar);
         }
       };
       // kHalf: thread pt holds the K (pt < 64) or V scale of key 64 half + (pt & 63) in sk.
@@ -317,14 +327,12 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
         }
       };
       if (n_rec > 0) issue(0), load_scales(0), store_scales(0);
-      cp_commit();
+      asm volatile("bar.sync %0, 128;\n" ::"r"(pbar) : "memory");  // tile 0's scales stored
       for (int it = 0; it < n_rec; ++it) {
         const int s = it % kStages;
         const bool more = it + 1 < n_rec;
         if (more) issue(it + 1), load_scales(it + 1);
-        cp_commit();
-        cp_wait<1>();
-        asm volatile("bar.sync %0, 128;\n" ::"r"(pbar) : "memory");  // tile it's codes, scales landed
+        mbar_wait(my_raw_full + (it & 1), (it >> 1) & 1);  // tile it's codes landed
         if (it >= kStages) mbar_wait(empty + s, ((it / kStages) - 1) & 1);
         const uint8_t* rs = raw + (it & 1) * C::kRawStage;
         const uint16_t* sc = reinterpret_cast<const uint16_t*>(rs + 2 * C::kCodeBytes);
@@ -359,7 +367,8 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
         proxy_fence();  // generic-proxy writes, read by wgmma (async proxy)
         mbar_arrive(C::kSplitKV ? full_v + s : full + s);
         if (more) store_scales(it + 1);
-        asm volatile("bar.sync %0, 128;\n" ::"r"(pbar) : "memory");  // raw stage it & 1 free again
+        // Raw stage it & 1 free again, tile it + 1's scales stored.
+        asm volatile("bar.sync %0, 128;\n" ::"r"(pbar) : "memory");
       }
       cp_wait<0>();
       if constexpr (C::kTail) {

@@ -73,16 +73,24 @@ __device__ __forceinline__ void decode8(uint32_t w, const uint32_t (&pl)[4], uin
   }
 }
 
-// Raw code staging of the ALU decode: the 16-byte chunk q (codes 32q .. 32q + 31) of row r sits
-// at slot q ^ ((r >> 1) & 3) of the row's 64 bytes, so 8 rows' chunk q are 8 distinct banks.
-__device__ __forceinline__ int raw_slot(int r, int q) { return r * 64 + ((q ^ ((r >> 1) & 3)) << 4); }
+// Lane roles of the ALU decode on the raw codes as the bulk copies leave them (row r at r * 64,
+// 16-byte chunk q = codes 32q .. 32q + 31 at + 16 q). Quarter warp k4 (lanes 8 k4 .. 8 k4 + 7, the
+// unit of a 16-byte shared access), lane x = (lane & 7) >> 1: row 4 (k4 >> 1) + x of the warp's 8,
+// chunk (lane & 1) + 2 ((x >> 1) ^ (k4 & 1)). A quarter's loads then cover the 8 16-byte slots of a
+// 128-byte line ((r & 1) * 4 + q), and so do its fp16 stores (slot (4 (q & 1) + j) ^ (r & 7)):
+// no bank conflicts either way, with no swizzle in the staging.
+__device__ __forceinline__ int decode_row(int lane) { return 4 * (lane >> 4) + ((lane & 7) >> 1); }
+__device__ __forceinline__ int decode_chunk(int lane) {
+  const int x = (lane & 7) >> 1;
+  return (lane & 1) + 2 * ((x >> 1) ^ ((lane >> 3) & 1));
+}
 
 // ALU decode of one 128-key tile: K then V codes (raw stage rs in shared memory: codes, then
 // half2 scales [2][128]) to fp16 tiles at ks (K, V after kTileBytes; 128B swizzle); row steps
 // kN0 .. kN1 - 1 of 8 (0..4 = K, 4..8 = V). Producer
-// thread t: rows rl + 8 w + 32 k (rl = lane & 7, w = warp, k = 0..3), code chunk q = lane >> 3
-// = fp16 chunks 4q .. 4q + 3; a quarter warp = 8 rows of one chunk: conflict-free 16-byte loads
-// (raw_slot) and stores (the swizzle). The next row's codes load before this row's stores.
+// thread t: rows decode_row(lane) + 8 w + 32 k (w = warp, k = 0..3), code chunk q =
+// decode_chunk(lane) = fp16 chunks 4q .. 4q + 3 (conflict-free loads and stores, see there).
+// The next row's codes load before this row's stores.
 // kHalf (two producer warpgroups): warpgroup `half` (tid its thread 0..127) takes row steps
 // 0 .. 3 = K's and V's k = 2 half, 2 half + 1, i.e. keys 64 half .. 64 half + 63.
 template <int kN0 = 0, int kN1 = 8, bool kHalf = false>
@@ -91,11 +99,11 @@ __device__ __forceinline__ void tq_decode_tile_alu(const uint8_t* rs, uint8_t* k
   static_assert(!kHalf || (kN0 == 0 && kN1 == 4), "a half decodes its 4 row steps");
   const auto which_of = [](int n) { return kHalf ? n >> 1 : n >> 2; };
   const auto k_of = [half](int n) { return kHalf ? 2 * half + (n & 1) : n & 3; };
-  const int lane = tid & 31, rl = lane & 7, q = lane >> 3, r0 = (tid >> 5) * 8 + rl;
-  const uint8_t* cb = rs + raw_slot(r0, q);
+  const int lane = tid & 31, q = decode_chunk(lane), r0 = (tid >> 5) * 8 + decode_row(lane);
+  const uint8_t* cb = rs + r0 * 64 + q * 16;
   const uint32_t* sb = reinterpret_cast<const uint32_t*>(rs + 2 * kCodeBytes) + r0;
   const uint32_t o0 = uint32_t((q >> 1) * kRows * 128 + r0 * 128);
-  const int x0 = (4 * (q & 1)) ^ rl;  // fp16 chunk 4q + j of row r0 at slot x0 ^ j
+  const int x0 = (4 * (q & 1)) ^ (r0 & 7);  // fp16 chunk 4q + j of row r0 at slot x0 ^ j
   uint4 code = *reinterpret_cast<const uint4*>(cb + which_of(kN0) * kCodeBytes + k_of(kN0) * 32 * 64);
   uint32_t s2 = sb[which_of(kN0) * kRows + k_of(kN0) * 32];
 #pragma unroll kDecUnroll
