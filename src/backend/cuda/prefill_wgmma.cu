@@ -5,6 +5,9 @@
 // stages, the ALU decode by two producer warpgroups of 64 keys a tile each; mbarriers),
 // two consumer warpgroups (64 rows each) compute S = Q K^T with wgmma from shared memory, the
 // online softmax in registers (exp2), and O += P V with P as the register A operand.
+#include <cuda.h>  // CUtensorMap (the map is encoded through the runtime's driver entry point)
+#include <cudaTypedefs.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -90,6 +93,11 @@ struct WgCfg {
 };
 
 struct WgParams {
+  // Dense K / V as 3-D tensor maps ({128 columns, L rows, n_kv heads}, 64 x 128 boxes, 128B
+  // swizzle: one box is one half of a tile in the consumers' layout, rows past L read as zeros);
+  // tma = 0: the producer warpgroup's cp.async copies instead (TQ_PREFILL_TMA=0).
+  CUtensorMap tmk, tmv;
+  int tma;
   const float* q;
   float* out;
   float* lse;
@@ -209,11 +217,21 @@ __device__ __forceinline__ void proxy_fence() {
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
 }
+// TMA: the box at (x, y, z) of tensor map `map` (a __grid_constant__ parameter) into dst,
+// completing on bar's transaction count.
+__device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, int x, int y, int z,
+                                            uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(z), "r"(smem_u32(bar))
+      : "memory");
+}
 #endif
 
 template <int kMode>
 __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
-    prefill_wgmma_kernel(const typename WgCfg<kMode>::Params p) {
+    prefill_wgmma_kernel(const __grid_constant__ typename WgCfg<kMode>::Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = WgCfg<kMode>;
   constexpr bool kTq = C::kTq;
@@ -245,13 +263,13 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
   }
 
   if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) mbar_init(full + s, 128 * C::kProdWgs), mbar_init(empty + s, 8);
+    const int producers = !kTq && p.tma ? 1 : 128 * C::kProdWgs;  // TMA: thread 0's expect_tx
+    for (int s = 0; s < kStages; ++s) mbar_init(full + s, producers), mbar_init(empty + s, 8);
     if constexpr (C::kSplitKV)
       for (int s = 0; s < kStages; ++s) mbar_init(full_v + s, 128 * C::kProdWgs);
-    if constexpr (kTq) {
+    if constexpr (kTq)
       for (int i = 0; i < 2 * C::kProdWgs; ++i) mbar_init(raw_full + i, 1);
-      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // for the bulk copies
-    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // for the async proxy
   }
   if constexpr (C::kAlu) {
     // (Two copies: the producer's lanes read copy lane & 1, so the compiler cannot keep the
@@ -405,6 +423,21 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
       // ---- Producer: tile `it` into stage it % kStages once the consumers released it; a tile
       // is published (after its copies landed, fenced for the async proxy) when the next is issued.
       asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+      if (p.tma) {  // one thread: a tile = 4 boxes (K, V x two 64-column halves)
+        if (tid == 0)
+          for (int it = 0; it < n_tiles; ++it) {
+            const int s = it % kStages;
+            if (it >= kStages) mbar_wait(empty + s, ((it / kStages) - 1) & 1);
+            uint8_t* ks = kv + s * 2 * kTileBytes;
+            mbar_expect_tx(full + s, 2 * kTileBytes);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              tma_load_3d(ks + h * (kTileBytes / 2), &p.tmk, 64 * h, it * kBN, hk, full + s);
+              tma_load_3d(ks + kTileBytes + h * (kTileBytes / 2), &p.tmv, 64 * h, it * kBN, hk, full + s);
+            }
+          }
+        return;
+      }
       const int64_t kv_base = int64_t(hk) * p.head_stride;
       for (int it = 0; it < n_tiles; ++it) {
         const int s = it % kStages;
@@ -639,6 +672,43 @@ bool prefill_wgmma_enabled() {
   return on;
 }
 
+namespace {
+// cuTensorMapEncodeTiled through the runtime (no libcuda link), or null where the driver lacks it.
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+// The dense K or V cache [n_kv][head_stride][128] bf16 as the kernel's tensor map; false if it
+// cannot be encoded (the launch then copies with cp.async).
+bool encode_kv_map(CUtensorMap* map, const void* base, int64_t L, int64_t head_stride, int n_kv) {
+  const PFN_cuTensorMapEncodeTiled_v12000 enc = tensor_map_encoder();
+  if (!enc || L < 1 || (reinterpret_cast<uintptr_t>(base) & 15) != 0 || head_stride >= (int64_t(1) << 31))
+    return false;
+  const cuuint64_t dims[3] = {cuuint64_t(kD), cuuint64_t(L), cuuint64_t(n_kv)};
+  const cuuint64_t strides[2] = {cuuint64_t(kD * 2), cuuint64_t(head_stride) * kD * 2};  // bytes
+  const cuuint32_t box[3] = {64, cuuint32_t(kBN), 1}, step[3] = {1, 1, 1};
+  return enc(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims, strides, box,
+             step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+}  // namespace
+
+bool prefill_wgmma_tma_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("TQ_PREFILL_TMA");
+    return !(e && *e) || std::atoi(e) != 0;
+  }();
+  return on;
+}
+
 bool prefill_wgmma_tq_enabled() {
   static const bool on = [] {
     const char* e = std::getenv("TQ_PREFILL_WGMMA_TQ");
@@ -711,8 +781,12 @@ void prefill_attention_wgmma(const PrefillAttnArgs& a, void* stream, TqDecode de
     for (int i = 0; i < 4; ++i) tp.sign_in[i] = a.v_codec->sign_in[i], tp.sign_out[i] = a.v_codec->sign_out[i];
     return launch_wgmma<kTqAluTail>(tp, a.T, a.n_head, as_stream(stream));
   }
-  if (!tq)
+  if (!tq) {
+    p.tma = prefill_wgmma_tma_enabled() &&
+            encode_kv_map(&p.tmk, a.k, a.L, a.head_stride, a.n_head_kv) &&
+            encode_kv_map(&p.tmv, a.v, a.L, a.head_stride, a.n_head_kv);
     launch_wgmma<kDense>(p, a.T, a.n_head, as_stream(stream));
+  }
   else if (decode == TqDecode::kTable)
     launch_wgmma<kTqTable>(p, a.T, a.n_head, as_stream(stream));
   else

@@ -22,6 +22,9 @@ bool prefill_wgmma_handles(const PrefillAttnArgs& a);
 bool prefill_wgmma_enabled();
 // The same for TurboQuant K/V: TQ_PREFILL_WGMMA_TQ=1 / 0, else the built-in default.
 bool prefill_wgmma_tq_enabled();
+// Dense K/V tiles by TMA (tensor maps, one producer thread; default) or, with TQ_PREFILL_TMA=0,
+// by the producer warpgroup's cp.async (also taken when a map cannot be encoded).
+bool prefill_wgmma_tma_enabled();
 
 // How the TurboQuant producer decodes codes to fp16: kTable = shared-memory byte-pair table
 // (version H8), kAlu = the centroid magnitudes' bytes in registers selected with prmt. Both give
