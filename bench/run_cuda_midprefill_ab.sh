@@ -18,7 +18,7 @@ W=/tmp/mab
 # shellcheck source=bench/device_common.sh
 . "$(dirname "$0")/device_common.sh"
 M=${MODEL_DIR:-/tmp/qwen3-8b-random}
-mkdir -p "$OUT" "$W/e2e" "$W/traces"
+mkdir -p "$W/e2e" "$W/traces"
 tar -C "$W/e2e" -xJf .gpu/e2e.tar.xz || { echo "no .gpu/e2e.tar.xz"; exit 1; }
 LD_LIBRARY_PATH=$W/e2e/lib:$LD_LIBRARY_PATH
 t0=$SECONDS

@@ -1,6 +1,6 @@
 // Hopper (sm_90a) prefill attention for dense bf16 or TurboQuant 4-bit K/V at head_dim 128
 // (prefill_wgmma.h): warp-specialized blocks of 128 query rows: one producer warpgroup fills
-// 128-key K/V tiles in 128B-swizzled shared memory (bf16: cp.async, 3 stages; TurboQuant: code
+// 128-key K/V tiles in 128B-swizzled shared memory (bf16: TMA, 3 stages; TurboQuant: code
 // tiles by bulk copies and fp16 scales through registers into staging, decoded to fp16 tiles, 2
 // stages, the ALU decode by two producer warpgroups of 64 keys a tile each; mbarriers),
 // two consumer warpgroups (64 rows each) compute S = Q K^T with wgmma from shared memory, the
@@ -69,7 +69,6 @@ struct WgCfg {
   static constexpr int kRawOff = kQBytes + kStages * 2 * kTileBytes;
   static constexpr int kLutOff = kRawOff + (kTq ? 2 * kRawStage : 0);  // table or ALU magnitudes
   static constexpr int kBarOff = kLutOff + (kMode == kTqTable ? 256 * 32 * 4 : kAlu ? 32 : 0);
-  static constexpr int kSmemBytes = kBarOff + 128 + 1024;  // + barriers + alignment slack
   // Producer warpgroups (the ALU decode: 2 by default, each decoding half of every tile's keys),
   // then 2 consumer warpgroups.
   static constexpr int kProdWgs = kAlu ? TQ_WG_ALU_PRODUCERS : 1;
@@ -84,7 +83,8 @@ struct WgCfg {
   static_assert(kProdWgs == 1 || kProdWgs == 2);
   // Barriers: full, empty, full_v (kStages each), TurboQuant: raw stage copies [kProdWgs][2].
   static constexpr int kBarBytes = 8 * (3 * kStages + (kTq ? 2 * kProdWgs : 0));
-  static_assert(kBarBytes <= 128 && kRawStage % 16 == 0);
+  static_assert(kRawStage % 16 == 0, "bulk copies move 16-byte multiples");
+  static constexpr int kSmemBytes = kBarOff + kBarBytes + 1024;  // + alignment slack
   // (Also references the switch in the passes that compile no kernel body: nvcc warning #177.)
   static_assert(!kSplitKV || kProdWgs == 1, "K published first needs the one-producer decode");
   static_assert(kProdRegs % 8 == 0 && kConsRegs % 8 == 0 && kConsRegs <= 256 &&
@@ -388,7 +388,6 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
         // Raw stage it & 1 free again, tile it + 1's scales stored.
         asm volatile("bar.sync %0, 128;\n" ::"r"(pbar) : "memory");
       }
-      cp_wait<0>();
       if constexpr (C::kTail) {
         // Exact-row tiles: the fp16 rows copied into the stage as they are (64 a warpgroup);
         // tile it is published once tile it + 1's copies are issued (two in flight).
