@@ -9,7 +9,9 @@
 // the Hopper kernel (prefill_wgmma.h) called directly with its ALU decode, tq4-wgmma-table = the
 // same kernel with H8's shared-memory table decode (same-run baseline), when the device has it.
 // --records: also the engine's records pass after a conversion (a 4K chunk, non-causal, against
-// 28K keys: dense bf16 and each Hopper TurboQuant decode), printed only (not in the CSV).
+// 28K keys: dense bf16 and each Hopper TurboQuant decode) and the engine's whole chunk (the same
+// queries causal over their own 4K rows too: bf16 over 32K keys, TurboQuant as the one launch of
+// 28K records + 4K fp16 exact rows rotated back), printed only (not in the CSV).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -48,11 +50,12 @@ void run_wgmma_table(void* p, void* stream) {
 Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCodecDev& kc,
                   const cuda::TqCodecDev& vc, const std::string& tag,
                   cuda::TqDecode wgmma = cuda::TqDecode::kDefault, int64_t L = 0,
-                  bool causal = true) {
+                  bool causal = true, int64_t tail = 0) {
   const int n_head = 32, n_kv = 8, d = 128;
   if (L == 0) L = T;
-  const int64_t cap = (L + 63) / 64 * 64;
   const bool tq = fmt == cuda::KvFormat::TurboQuant;
+  if (!tq) L += tail;  // bf16: the tail rows are ordinary keys
+  const int64_t cap = (L + 63) / 64 * 64;
   const size_t kv_bytes = size_t(n_kv) * size_t(cap) * (tq ? d / 2 : d * 2);
   DeviceBuffer k(&be, kv_bytes), v(&be, kv_bytes);
   DeviceBuffer ks(&be, size_t(n_kv) * size_t(cap) * 2), vs(&be, size_t(n_kv) * size_t(cap) * 2);
@@ -81,6 +84,22 @@ Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCode
   }
   a.head_stride = cap, a.T = T, a.L = L, a.n_head = n_head, a.n_head_kv = n_kv, a.head_dim = d;
   a.causal = causal;
+  // The engine's chunk after a conversion: the chunk's own T rows (plus tail - T held ones) as
+  // fp16 exact rows after the L records, causal over both, rotated back (one launch, kTqAluTail);
+  // bf16 (tail rows folded into L by the caller): the chunk at the end of the keys.
+  DeviceBuffer tk(&be, tq && tail > 0 ? size_t(n_kv) * size_t(tail) * d * 2 : 16);
+  DeviceBuffer tv(&be, tq && tail > 0 ? size_t(n_kv) * size_t(tail) * d * 2 : 16);
+  if (tail > 0) {
+    a.q_pos0 = (tq ? L + tail : L) - T;
+    if (tq) {
+      cuda::fill_random_16(static_cast<uint16_t*>(tk.data()), n_kv * tail * d, -2.0f, 2.0f, false, 13);
+      cuda::fill_random_16(static_cast<uint16_t*>(tv.data()), n_kv * tail * d, -2.0f, 2.0f, false, 17);
+      a.rotate_back = true;
+      a.tail_k = static_cast<const uint16_t*>(tk.data());
+      a.tail_v = static_cast<const uint16_t*>(tv.data());
+      a.tail_stride = tail, a.tail_len = tail;
+    }
+  }
   // kDefault: prefill_attention()'s own choice; kAlu / kTable: the Hopper kernel directly.
   void (*fn)(void*, void*) = wgmma == cuda::TqDecode::kAlu     ? run_wgmma_alu
                              : wgmma == cuda::TqDecode::kTable ? run_wgmma_table
@@ -90,7 +109,7 @@ Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCode
   cuda::check_last_launch("prefill_attention");
   const int per_graph = T >= 16384 ? 2 : 10;
   const double ms = cuda::time_graph_ms(fn, &a, per_graph, 7);
-  if (wgmma == cuda::TqDecode::kAlu && T <= 4096) {  // sanity: the same bits as the table decode
+  if (wgmma == cuda::TqDecode::kAlu && T <= 4096 && tail == 0) {  // sanity: the same bits as the table decode
     std::vector<uint8_t> x(q_elems * 4), y(q_elems * 4);
     cuda_synchronize();
     be.download(x.data(), out.data(), x.size());
@@ -106,7 +125,10 @@ Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCode
                                                           : "tq4";
   r.kernel = std::string(tq ? tq_name : "bf16") + tag;
   r.T = T, r.L = L, r.ms = ms;
-  r.tflops = 4.0 * double(T) * double(L) / (causal ? 2.0 : 1.0) * d * n_head / (ms * 1e-3) / 1e12;
+  // (With tail rows: the records are all visible, the chunk's own rows half.)
+  const double pairs = tail > 0 ? double(T) * (double(tq ? L + tail : L) - double(T) / 2)
+                                : double(T) * double(L) / (causal ? 2.0 : 1.0);
+  r.tflops = 4.0 * pairs * d * n_head / (ms * 1e-3) / 1e12;
   return r;
 }
 
@@ -154,15 +176,25 @@ int main(int argc, char** argv) {
     if (wg) one(cuda::KvFormat::TurboQuant, T, cuda::TqDecode::kAlu);
   }
   if (records) {  // printed only: the SDPA table keys rows by T
-    std::printf("records pass: T=4096 queries, non-causal, L=28672 keys; flops = 4 * T * L * d * n_head\n");
+    std::printf("records pass: T=4096 queries, non-causal, L=28672 keys; flops = 4 * T * L * d * n_head\n"
+                "chunk: the same queries after the 28672 keys, causal over their own 4096 rows (TurboQuant:\n"
+                "  records + fp16 exact rows, rotated back, one launch; bf16: L = 32768)\n");
     std::vector<Row> rec;
     rec.push_back(bench_prefill(*be, cuda::KvFormat::BF16, 4096, kc, vc, "-rec", cuda::TqDecode::kDefault, 28672, false));
     if (wg)
       for (cuda::TqDecode dv : {cuda::TqDecode::kTable, cuda::TqDecode::kAlu})
         rec.push_back(bench_prefill(*be, cuda::KvFormat::TurboQuant, 4096, kc, vc, "-rec", dv, 28672, false));
-    for (const Row& r : rec)
+    // The engine's chunk: 4K queries after 28K records (TurboQuant) + their own 4K exact rows,
+    // against bf16 over 32K keys with the chunk last.
+    rec.push_back(bench_prefill(*be, cuda::KvFormat::BF16, 4096, kc, vc, "-chunk", cuda::TqDecode::kDefault, 28672, true, 4096));
+    if (wg)
+      rec.push_back(bench_prefill(*be, cuda::KvFormat::TurboQuant, 4096, kc, vc, "-chunk", cuda::TqDecode::kAlu, 28672, true, 4096));
+    double base = 0;
+    for (const Row& r : rec) {
+      if (r.kernel.rfind("bf16", 0) == 0) base = r.ms;  // each group's bf16 row first
       std::printf("%-18s %7lld %7lld %10.3f %9.1f  (%.3fx bf16)\n", r.kernel.c_str(), (long long)r.T,
-                  (long long)r.L, r.ms, r.tflops, rec[0].ms / r.ms);
+                  (long long)r.L, r.ms, r.tflops, base / r.ms);
+    }
   }
   if (!csv.empty()) {
     FILE* out = std::fopen(csv.c_str(), "w");

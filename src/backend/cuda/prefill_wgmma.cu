@@ -2,7 +2,8 @@
 // (prefill_wgmma.h): warp-specialized blocks of 128 query rows: one producer warpgroup fills
 // 128-key K/V tiles in 128B-swizzled shared memory (bf16: TMA, 3 stages; TurboQuant: code
 // tiles by bulk copies and fp16 scales through registers into staging, decoded to fp16 tiles, 2
-// stages, the ALU decode by two producer warpgroups of 64 keys a tile each; mbarriers),
+// stages, the ALU decode by two producer warpgroups of 64 keys a tile each, the one-launch
+// variant's exact-row tiles by TMA; mbarriers),
 // two consumer warpgroups (64 rows each) compute S = Q K^T with wgmma from shared memory, the
 // online softmax in registers (exp2), and O += P V with P as the register A operand.
 #include <cuda.h>  // CUtensorMap (the map is encoded through the runtime's driver entry point)
@@ -95,7 +96,8 @@ struct WgCfg {
 struct WgParams {
   // Dense K / V as 3-D tensor maps ({128 columns, L rows, n_kv heads}, 64 x 128 boxes, 128B
   // swizzle: one box is one half of a tile in the consumers' layout, rows past L read as zeros);
-  // tma = 0: the producer warpgroup's cp.async copies instead (TQ_PREFILL_TMA=0).
+  // tma = 0: the producer warpgroup's cp.async copies instead (TQ_PREFILL_TMA=0). kTqAluTail:
+  // the maps are of its exact rows (tk, tv), tiles after the records.
   CUtensorMap tmk, tmv;
   int tma;
   const float* q;
@@ -389,8 +391,31 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
         asm volatile("bar.sync %0, 128;\n" ::"r"(pbar) : "memory");
       }
       if constexpr (C::kTail) {
-        // Exact-row tiles: the fp16 rows copied into the stage as they are (64 a warpgroup);
-        // tile it is published once tile it + 1's copies are issued (two in flight).
+        if (p.tma) {
+          // Exact-row tiles by TMA (the dense producer's 4 boxes, from the exact rows' maps):
+          // thread 0 issues a tile once its stage is released; the other producer threads arrive
+          // then too (the full barriers count the decode's 128 x kProdWgs arrivals). Each tile
+          // lands on its own, with no wait behind the next tile's issue.
+          for (int it = n_rec; it < n_tiles; ++it) {
+            const int s = it % kStages;
+            if (it >= kStages) mbar_wait(empty + s, ((it / kStages) - 1) & 1);
+            if (tid != 0) {
+              mbar_arrive(full + s);
+              continue;
+            }
+            uint8_t* ks = kv + s * 2 * kTileBytes;
+            mbar_expect_tx(full + s, 2 * kTileBytes);
+            const int y = (it - n_rec) * kBN;
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+              tma_load_3d(ks + hh * (kTileBytes / 2), &p.tmk, 64 * hh, y, hk, full + s);
+              tma_load_3d(ks + kTileBytes + hh * (kTileBytes / 2), &p.tmv, 64 * hh, y, hk, full + s);
+            }
+          }
+          return;
+        }
+        // Exact-row tiles (TQ_PREFILL_TMA=0): the fp16 rows copied into the stage as they are
+        // (64 a warpgroup); tile it is published once tile it + 1's copies are issued.
         const int64_t t_base = int64_t(hk) * p.t_head_stride;
         for (int it = n_rec; it < n_tiles; ++it) {
           const int s = it % kStages;
@@ -777,6 +802,10 @@ void prefill_attention_wgmma(const PrefillAttnArgs& a, void* stream, TqDecode de
     static_cast<WgParams&>(tp) = p;
     tp.tk = reinterpret_cast<const uint8_t*>(a.tail_k), tp.tv = reinterpret_cast<const uint8_t*>(a.tail_v);
     tp.t_head_stride = a.tail_stride, tp.W = int(a.tail_len);
+    // The exact rows' maps (fp16 bits under the bf16 element type: TMA copies them as they are).
+    tp.tma = prefill_wgmma_tma_enabled() && a.tail_len > 0 &&
+             encode_kv_map(&tp.tmk, a.tail_k, a.tail_len, a.tail_stride, a.n_head_kv) &&
+             encode_kv_map(&tp.tmv, a.tail_v, a.tail_len, a.tail_stride, a.n_head_kv);
     for (int i = 0; i < 4; ++i) tp.sign_in[i] = a.v_codec->sign_in[i], tp.sign_out[i] = a.v_codec->sign_out[i];
     return launch_wgmma<kTqAluTail>(tp, a.T, a.n_head, as_stream(stream));
   }
