@@ -108,7 +108,9 @@ Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCode
   fn(&a, nullptr);
   cuda::check_last_launch("prefill_attention");
   const int per_graph = T >= 16384 ? 2 : 10;
+  cuda::prefill_wgmma_probe_report();  // (probe builds: drop the warm-up launch's sums)
   const double ms = cuda::time_graph_ms(fn, &a, per_graph, 7);
+  if (const std::string pr = cuda::prefill_wgmma_probe_report(); !pr.empty()) std::printf("  (%s)\n", pr.c_str());
   if (wgmma == cuda::TqDecode::kAlu && T <= 4096 && tail == 0) {  // sanity: the same bits as the table decode
     std::vector<uint8_t> x(q_elems * 4), y(q_elems * 4);
     cuda_synchronize();

@@ -22,6 +22,28 @@
 namespace tq::cuda {
 namespace {
 
+// TQ_WG_WAIT_PROBE slots: consumer warpgroups' tiles and cycles waiting for a full stage; the
+// producers' tiles (TurboQuant records; dense: TMA tiles) and cycles waiting for their codes, for
+// a free stage, and decoding + publishing.
+enum ProbeSlot { kPrConsTiles, kPrConsFull, kPrProdTiles, kPrProdRaw, kPrProdEmpty, kPrProdDecode, kPrSlots };
+#if TQ_WG_WAIT_PROBE
+__device__ unsigned long long g_wait_probe[kPrSlots];
+#endif
+// Probe builds: the SM clock, and a sum into a slot (one thread per warpgroup calls it).
+[[maybe_unused]] __device__ __forceinline__ long long probe_clock() {
+#if TQ_WG_WAIT_PROBE
+  return clock64();
+#else
+  return 0;
+#endif
+}
+[[maybe_unused]] __device__ __forceinline__ void probe_add([[maybe_unused]] int slot,
+                                                             [[maybe_unused]] long long v) {
+#if TQ_WG_WAIT_PROBE
+  atomicAdd(&g_wait_probe[slot], static_cast<unsigned long long>(v));
+#endif
+}
+
 // On by default: correct and 1.6-1.7x the mma.sync kernel on the H200 (TQ_PREFILL_WGMMA=0 turns
 // it off; bench/results/cuda-prefill-2026-11-30.md). TurboQuant: TQ_PREFILL_WGMMA_TQ.
 constexpr bool kDefaultOn = true;
@@ -29,6 +51,11 @@ constexpr bool kTqDefaultOn = true;
 // TurboQuant decode: ALU (centroids in registers) by default; TQ_PREFILL_TQ_DECODE=table / alu.
 constexpr bool kTqAluDefault = true;
 
+#ifndef TQ_WG_WAIT_PROBE
+// Probe build (1): clock64 sums of where the warpgroups wait, per tile (prefill_wgmma_probe_report;
+// bench_cuda_prefill prints them). 0 (default): no probe code in the kernel.
+#define TQ_WG_WAIT_PROBE 0
+#endif
 #ifndef TQ_WG_SPLIT_KV
 #define TQ_WG_SPLIT_KV 0  // ALU decode: 1 = publish a stage's K before decoding its V
 #endif
@@ -352,8 +379,11 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
         const int s = it % kStages;
         const bool more = it + 1 < n_rec;
         if (more) issue(it + 1), load_scales(it + 1);
+        long long pr0 = probe_clock();
         mbar_wait(my_raw_full + (it & 1), (it >> 1) & 1);  // tile it's codes landed
+        if (TQ_WG_WAIT_PROBE && pt == 0) probe_add(kPrProdRaw, probe_clock() - pr0), pr0 = probe_clock();
         if (it >= kStages) mbar_wait(empty + s, ((it / kStages) - 1) & 1);
+        if (TQ_WG_WAIT_PROBE && pt == 0) probe_add(kPrProdEmpty, probe_clock() - pr0), pr0 = probe_clock();
         const uint8_t* rs = raw + (it & 1) * C::kRawStage;
         const uint16_t* sc = reinterpret_cast<const uint16_t*>(rs + 2 * C::kCodeBytes);
         uint8_t* ks = kv + s * 2 * kTileBytes;
@@ -386,6 +416,7 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
         }
         proxy_fence();  // generic-proxy writes, read by wgmma (async proxy)
         mbar_arrive(C::kSplitKV ? full_v + s : full + s);
+        if (TQ_WG_WAIT_PROBE && pt == 0) probe_add(kPrProdDecode, probe_clock() - pr0), probe_add(kPrProdTiles, 1);
         if (more) store_scales(it + 1);
         // Raw stage it & 1 free again, tile it + 1's scales stored.
         asm volatile("bar.sync %0, 128;\n" ::"r"(pbar) : "memory");
@@ -451,7 +482,9 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
         if (tid == 0)
           for (int it = 0; it < n_tiles; ++it) {
             const int s = it % kStages;
+            const long long pr0 = probe_clock();
             if (it >= kStages) mbar_wait(empty + s, ((it / kStages) - 1) & 1);
+            if (TQ_WG_WAIT_PROBE) probe_add(kPrProdEmpty, probe_clock() - pr0), probe_add(kPrProdTiles, 1);
             uint8_t* ks = kv + s * 2 * kTileBytes;
             mbar_expect_tx(full + s, 2 * kTileBytes);
 #pragma unroll
@@ -526,7 +559,9 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
   const auto off = [&](int it) { return C::kTail && it >= n_rec ? p.off - p.L : p.off; };
   for (int it = 0; it < n_tiles; ++it) {
     const int s = it % kStages, n0 = (C::kTail && it >= n_rec ? it - n_rec : it) * kBN;
+    const long long pr0 = probe_clock();
     mbar_wait(full + s, (it / kStages) & 1);
+    if (TQ_WG_WAIT_PROBE && ct == 0) probe_add(kPrConsFull, probe_clock() - pr0), probe_add(kPrConsTiles, 1);
     const bool skip = p.causal && n0 > off(it) + r0 + 63;
     if (!skip) {
       const uint32_t k_addr = kv_addr + s * 2 * kTileBytes, v_addr = k_addr + kTileBytes;
@@ -770,6 +805,26 @@ TqDecode prefill_wgmma_tq_decode() {
 
 bool prefill_wgmma_alu_decodes(const float (&centroids)[16]) {
   return wgtq::centroids_symmetric(centroids);
+}
+
+std::string prefill_wgmma_probe_report() {
+#if TQ_WG_WAIT_PROBE
+  unsigned long long h[kPrSlots] = {};
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaMemcpyFromSymbol(h, g_wait_probe, sizeof(h)));
+  const unsigned long long zero[kPrSlots] = {};
+  CUDA_CHECK(cudaMemcpyToSymbol(g_wait_probe, zero, sizeof(zero)));
+  const auto per = [](unsigned long long v, unsigned long long n) {
+    return std::to_string(n ? (v + n / 2) / n : 0);
+  };
+  return "cycles a tile: consumers waiting for a full stage " + per(h[kPrConsFull], h[kPrConsTiles]) +
+         " (" + std::to_string(h[kPrConsTiles]) + " warpgroup tiles); producers waiting for codes " +
+         per(h[kPrProdRaw], h[kPrProdTiles]) + ", for a free stage " + per(h[kPrProdEmpty], h[kPrProdTiles]) +
+         ", decoding and publishing " + per(h[kPrProdDecode], h[kPrProdTiles]) + " (" +
+         std::to_string(h[kPrProdTiles]) + " tiles)";
+#else
+  return {};
+#endif
 }
 
 void prefill_attention_wgmma(const PrefillAttnArgs& a, void* stream, TqDecode decode) {

@@ -4,6 +4,8 @@
 // prefill_attention() routes to it when it applies and is enabled.
 #pragma once
 
+#include <string>
+
 #include "backend/cuda/prefill_attention.h"
 
 namespace tq::cuda {
@@ -42,6 +44,11 @@ bool prefill_wgmma_alu_decodes(const float (&centroids)[16]);
 // rows: PrefillAttnArgs): handled, available, and not turned off by TQ_PREFILL_ONE_LAUNCH=0 (the
 // A/B baseline: the caller then runs records and rows as two launches, merges and rotates).
 bool prefill_wgmma_one_launch(const PrefillAttnArgs& a, void* stream = nullptr);
+
+// Probe builds (-DTQ_WG_WAIT_PROBE=1 for prefill_wgmma.cu): the clock64 cycles the launches since
+// the last call spent waiting, per tile (consumers for a full stage; producers for their codes,
+// for a free stage, and decoding), then resets them. Empty in ordinary builds.
+std::string prefill_wgmma_probe_report();
 
 // Queues the attention with the Hopper kernel. Throws tq::Error when it is unavailable or does
 // not handle `a`. The caller (prefill_attention) has validated lengths and positions.
