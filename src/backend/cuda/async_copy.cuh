@@ -1,5 +1,6 @@
 // Hopper asynchronous copies for the CUDA kernels: per-thread cp.async (16 bytes, commit/wait
-// groups), and bulk copies (cp.async.bulk) completing on an mbarrier with a transaction count.
+// groups), and bulk copies (cp.async.bulk) and TMA tensor boxes completing on an mbarrier with a
+// transaction count; mbarrier arrive / wait and the async-proxy fence.
 // Included only by .cu files of src/backend/cuda.
 #pragma once
 #include <cuda_runtime.h>
@@ -51,6 +52,24 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t b
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
           smem_u32(dst)),
       "l"(src), "r"(bytes), "r"(smem_u32(bar))
+      : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+// Orders this thread's generic-proxy shared-memory writes before later async-proxy reads (wgmma,
+// TMA) of them.
+__device__ __forceinline__ void proxy_fence() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// TMA: the box at (x, y, z) of the tensor map at `map` (a CUtensorMap in a __grid_constant__
+// parameter) into dst, completing on bar's transaction count.
+__device__ __forceinline__ void tma_load_3d(void* dst, const void* map, int x, int y, int z, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(z), "r"(smem_u32(bar))
       : "memory");
 }
 

@@ -17,6 +17,7 @@
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/prefill_wgmma.h"
+#include "backend/cuda/prefill_wgmma_ops.cuh"
 #include "backend/cuda/prefill_wgmma_tq.cuh"
 
 namespace tq::cuda {
@@ -29,7 +30,8 @@ enum ProbeSlot { kPrConsTiles, kPrConsFull, kPrProdTiles, kPrProdRaw, kPrProdEmp
 #if TQ_WG_WAIT_PROBE
 __device__ unsigned long long g_wait_probe[kPrSlots];
 #endif
-// Probe builds: the SM clock, and a sum into a slot (one thread per warpgroup calls it).
+// Probe builds (nothing otherwise): the SM clock; the cycles since t into slot, t restarted
+// (`who`: one thread per warpgroup); one more into a count slot.
 [[maybe_unused]] __device__ __forceinline__ long long probe_clock() {
 #if TQ_WG_WAIT_PROBE
   return clock64();
@@ -37,10 +39,18 @@ __device__ unsigned long long g_wait_probe[kPrSlots];
   return 0;
 #endif
 }
-[[maybe_unused]] __device__ __forceinline__ void probe_add([[maybe_unused]] int slot,
-                                                             [[maybe_unused]] long long v) {
+[[maybe_unused]] __device__ __forceinline__ void probe_lap([[maybe_unused]] bool who, [[maybe_unused]] int slot,
+                                                             [[maybe_unused]] long long& t) {
 #if TQ_WG_WAIT_PROBE
-  atomicAdd(&g_wait_probe[slot], static_cast<unsigned long long>(v));
+  const long long now = clock64();
+  if (who) atomicAdd(&g_wait_probe[slot], static_cast<unsigned long long>(now - t));
+  t = now;
+#endif
+}
+[[maybe_unused]] __device__ __forceinline__ void probe_count([[maybe_unused]] bool who,
+                                                               [[maybe_unused]] int slot) {
+#if TQ_WG_WAIT_PROBE
+  if (who) atomicAdd(&g_wait_probe[slot], 1ull);
 #endif
 }
 
@@ -164,97 +174,16 @@ __device__ __forceinline__ int exact_rows(const P& p) {
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// Byte offset of 16-byte chunk c (0..15) of row r in a tile of `rows` rows of 128 bf16, stored
-// as two 64-column halves [2][rows][128 B] in the 128-byte swizzle: chunk c & 7 of a row sits
-// at position (c & 7) ^ (r & 7) (the tile base is 1024-byte aligned).
-__device__ __forceinline__ uint32_t sw128(int r, int c, int rows) {
-  return uint32_t((c >> 3) * rows * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
-}
-
-// wgmma shared-memory matrix descriptor: start address, leading / stride byte offsets, 128B swizzle.
-__device__ __forceinline__ uint64_t desc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
-  return uint64_t((saddr & 0x3FFFF) >> 4) | uint64_t((lbo >> 4) & 0x3FFF) << 16 |
-         uint64_t((sbo >> 4) & 0x3FFF) << 32 | uint64_t(1) << 62;
-}
-
-#define TQ_WG_D8(i)                                                                       \
-  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
-      "+f"(d[i + 6]), "+f"(d[i + 7])
-#define TQ_WG_D64                                                                           \
-  TQ_WG_D8(0), TQ_WG_D8(8), TQ_WG_D8(16), TQ_WG_D8(24), TQ_WG_D8(32), TQ_WG_D8(40), TQ_WG_D8(48), \
-      TQ_WG_D8(56)
-#define TQ_WG_R64                                                                           \
-  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,"  \
-  "%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45," \
-  "%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
-
-// d (m64n128, f32) = A B (+ d when acc): A and B K-major in shared memory; bf16 or fp16.
-template <bool kF16>
-__device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t da, uint64_t db, int acc) {
-  if constexpr (kF16)
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
-        " wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " TQ_WG_R64
-        ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-        : TQ_WG_D64
-        : "l"(da), "l"(db), "r"(acc));
-  else
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
-        " wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " TQ_WG_R64
-        ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-        : TQ_WG_D64
-        : "l"(da), "l"(db), "r"(acc));
-}
-// d += A B: A (64x16) in registers, B N-major (rows of the K dimension) in shared memory.
-template <bool kF16>
-__device__ __forceinline__ void wgmma_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
-  if constexpr (kF16)
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n"
-        " wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " TQ_WG_R64
-        ", {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
-        : TQ_WG_D64
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-  else
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n"
-        " wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " TQ_WG_R64
-        ", {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
-        : TQ_WG_D64
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
-template <bool kF16>
-__device__ __forceinline__ uint32_t pack16(float lo, float hi) {
-  return kF16 ? pack_half2(lo, hi) : pack_bf162(lo, hi);
-}
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wg_wait0() {
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-}
-// Keeps the compiler from moving accumulator accesses across the asynchronous wgmma.
-__device__ __forceinline__ void keep(float (&d)[64]) {
+// A tile's K and V (two 64-column halves each) as 4 TMA boxes from the maps' rows y .. y + 127 of
+// head z into stage ks, completing on bar.
+__device__ __forceinline__ void tma_kv_tile(uint8_t* ks, const CUtensorMap* mk, const CUtensorMap* mv,
+                                            int y, int z, uint64_t* bar) {
+  mbar_expect_tx(bar, 2 * kTileBytes);
 #pragma unroll
-  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-__device__ __forceinline__ void proxy_fence() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
-}
-// TMA: the box at (x, y, z) of tensor map `map` (a __grid_constant__ parameter) into dst,
-// completing on bar's transaction count.
-__device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, int x, int y, int z,
-                                            uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(smem_u32(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(z), "r"(smem_u32(bar))
-      : "memory");
+  for (int h = 0; h < 2; ++h) {
+    tma_load_3d(ks + h * (kTileBytes / 2), mk, 64 * h, y, z, bar);
+    tma_load_3d(ks + kTileBytes + h * (kTileBytes / 2), mv, 64 * h, y, z, bar);
+  }
 }
 #endif
 
@@ -379,11 +308,11 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
         const int s = it % kStages;
         const bool more = it + 1 < n_rec;
         if (more) issue(it + 1), load_scales(it + 1);
-        long long pr0 = probe_clock();
+        long long pr = probe_clock();
         mbar_wait(my_raw_full + (it & 1), (it >> 1) & 1);  // tile it's codes landed
-        if (TQ_WG_WAIT_PROBE && pt == 0) probe_add(kPrProdRaw, probe_clock() - pr0), pr0 = probe_clock();
+        probe_lap(pt == 0, kPrProdRaw, pr);
         if (it >= kStages) mbar_wait(empty + s, ((it / kStages) - 1) & 1);
-        if (TQ_WG_WAIT_PROBE && pt == 0) probe_add(kPrProdEmpty, probe_clock() - pr0), pr0 = probe_clock();
+        probe_lap(pt == 0, kPrProdEmpty, pr);
         const uint8_t* rs = raw + (it & 1) * C::kRawStage;
         const uint16_t* sc = reinterpret_cast<const uint16_t*>(rs + 2 * C::kCodeBytes);
         uint8_t* ks = kv + s * 2 * kTileBytes;
@@ -416,7 +345,7 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
         }
         proxy_fence();  // generic-proxy writes, read by wgmma (async proxy)
         mbar_arrive(C::kSplitKV ? full_v + s : full + s);
-        if (TQ_WG_WAIT_PROBE && pt == 0) probe_add(kPrProdDecode, probe_clock() - pr0), probe_add(kPrProdTiles, 1);
+        probe_lap(pt == 0, kPrProdDecode, pr), probe_count(pt == 0, kPrProdTiles);
         if (more) store_scales(it + 1);
         // Raw stage it & 1 free again, tile it + 1's scales stored.
         asm volatile("bar.sync %0, 128;\n" ::"r"(pbar) : "memory");
@@ -434,14 +363,7 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
               mbar_arrive(full + s);
               continue;
             }
-            uint8_t* ks = kv + s * 2 * kTileBytes;
-            mbar_expect_tx(full + s, 2 * kTileBytes);
-            const int y = (it - n_rec) * kBN;
-#pragma unroll
-            for (int hh = 0; hh < 2; ++hh) {
-              tma_load_3d(ks + hh * (kTileBytes / 2), &p.tmk, 64 * hh, y, hk, full + s);
-              tma_load_3d(ks + kTileBytes + hh * (kTileBytes / 2), &p.tmv, 64 * hh, y, hk, full + s);
-            }
+            tma_kv_tile(kv + s * 2 * kTileBytes, &p.tmk, &p.tmv, (it - n_rec) * kBN, hk, full + s);
           }
           return;
         }
@@ -482,16 +404,10 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
         if (tid == 0)
           for (int it = 0; it < n_tiles; ++it) {
             const int s = it % kStages;
-            const long long pr0 = probe_clock();
+            long long pr = probe_clock();
             if (it >= kStages) mbar_wait(empty + s, ((it / kStages) - 1) & 1);
-            if (TQ_WG_WAIT_PROBE) probe_add(kPrProdEmpty, probe_clock() - pr0), probe_add(kPrProdTiles, 1);
-            uint8_t* ks = kv + s * 2 * kTileBytes;
-            mbar_expect_tx(full + s, 2 * kTileBytes);
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              tma_load_3d(ks + h * (kTileBytes / 2), &p.tmk, 64 * h, it * kBN, hk, full + s);
-              tma_load_3d(ks + kTileBytes + h * (kTileBytes / 2), &p.tmv, 64 * h, it * kBN, hk, full + s);
-            }
+            probe_lap(true, kPrProdEmpty, pr), probe_count(true, kPrProdTiles);
+            tma_kv_tile(kv + s * 2 * kTileBytes, &p.tmk, &p.tmv, it * kBN, hk, full + s);
           }
         return;
       }
@@ -559,9 +475,9 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
   const auto off = [&](int it) { return C::kTail && it >= n_rec ? p.off - p.L : p.off; };
   for (int it = 0; it < n_tiles; ++it) {
     const int s = it % kStages, n0 = (C::kTail && it >= n_rec ? it - n_rec : it) * kBN;
-    const long long pr0 = probe_clock();
+    long long pr = probe_clock();
     mbar_wait(full + s, (it / kStages) & 1);
-    if (TQ_WG_WAIT_PROBE && ct == 0) probe_add(kPrConsFull, probe_clock() - pr0), probe_add(kPrConsTiles, 1);
+    probe_lap(ct == 0, kPrConsFull, pr), probe_count(ct == 0, kPrConsTiles);
     const bool skip = p.causal && n0 > off(it) + r0 + 63;
     if (!skip) {
       const uint32_t k_addr = kv_addr + s * 2 * kTileBytes, v_addr = k_addr + kTileBytes;
