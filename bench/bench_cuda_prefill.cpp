@@ -55,6 +55,7 @@ Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCode
   if (L == 0) L = T;
   const bool tq = fmt == cuda::KvFormat::TurboQuant;
   if (!tq) L += tail;  // bf16: the tail rows are ordinary keys
+  const int64_t keys = tq ? L + tail : L;  // records and exact rows
   const int64_t cap = (L + 63) / 64 * 64;
   const size_t kv_bytes = size_t(n_kv) * size_t(cap) * (tq ? d / 2 : d * 2);
   DeviceBuffer k(&be, kv_bytes), v(&be, kv_bytes);
@@ -90,7 +91,7 @@ Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCode
   DeviceBuffer tk(&be, tq && tail > 0 ? size_t(n_kv) * size_t(tail) * d * 2 : 16);
   DeviceBuffer tv(&be, tq && tail > 0 ? size_t(n_kv) * size_t(tail) * d * 2 : 16);
   if (tail > 0) {
-    a.q_pos0 = (tq ? L + tail : L) - T;
+    a.q_pos0 = keys - T;
     if (tq) {
       cuda::fill_random_16(static_cast<uint16_t*>(tk.data()), n_kv * tail * d, -2.0f, 2.0f, false, 13);
       cuda::fill_random_16(static_cast<uint16_t*>(tv.data()), n_kv * tail * d, -2.0f, 2.0f, false, 17);
@@ -128,7 +129,7 @@ Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCode
   r.kernel = std::string(tq ? tq_name : "bf16") + tag;
   r.T = T, r.L = L, r.ms = ms;
   // (With tail rows: the records are all visible, the chunk's own rows half.)
-  const double pairs = tail > 0 ? double(T) * (double(tq ? L + tail : L) - double(T) / 2)
+  const double pairs = tail > 0 ? double(T) * (double(keys) - double(T) / 2)
                                 : double(T) * double(L) / (causal ? 2.0 : 1.0);
   r.tflops = 4.0 * pairs * d * n_head / (ms * 1e-3) / 1e12;
   return r;

@@ -43,5 +43,5 @@ PYTHONUNBUFFERED=1 timeout 120 python3 bench/bench_cuda_sdpa_prefill.py "$csvs" 
   { echo "sdpa baseline failed"; tail -5 "$OUT/sdpa.log"; }
 echo "sdpa [$((SECONDS - t0)) s]"
 cat "$OUT/smi.txt"
-grep -E "^records|-rec" "$OUT/bench.log"
+grep -E "^records|^chunk|-rec |-chunk " "$OUT/bench.log"
 cat "$OUT/table.md"
