@@ -18,6 +18,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/prefill_wgmma.h"
 #include "backend/cuda/prefill_wgmma_ops.cuh"
+#include "backend/cuda/prefill_wgmma_softmax.cuh"
 #include "backend/cuda/prefill_wgmma_tq.cuh"
 
 namespace tq::cuda {
@@ -65,6 +66,12 @@ constexpr bool kTqAluDefault = true;
 // Probe build (1): clock64 sums of where the warpgroups wait, per tile (prefill_wgmma_probe_report;
 // bench_cuda_prefill prints them). 0 (default): no probe code in the kernel.
 #define TQ_WG_WAIT_PROBE 0
+#endif
+#ifndef TQ_WG_DECODE_SKIP
+#define TQ_WG_DECODE_SKIP 0  // experiment: no decode (stale stages, wrong results)
+#endif
+#ifndef TQ_WG_F16_EXP
+#define TQ_WG_F16_EXP 0  // experiment: fp16 P by ex2.f16x2, row sums by an m64n8 wgmma against ones
 #endif
 #ifndef TQ_WG_SPLIT_KV
 #define TQ_WG_SPLIT_KV 0  // ALU decode: 1 = publish a stage's K before decoding its V
@@ -122,7 +129,9 @@ struct WgCfg {
   // Barriers: full, empty, full_v (kStages each), TurboQuant: raw stage copies [kProdWgs][2].
   static constexpr int kBarBytes = 8 * (3 * kStages + (kTq ? 2 * kProdWgs : 0));
   static_assert(kRawStage % 16 == 0, "bulk copies move 16-byte multiples");
-  static constexpr int kSmemBytes = kBarOff + kBarBytes + 1024;  // + alignment slack
+  static constexpr bool kF16Exp = kTq && TQ_WG_F16_EXP;
+  static constexpr int kOnesOff = (kBarOff + kBarBytes + 127) / 128 * 128;  // kF16Exp: 512 B of fp16 ones
+  static constexpr int kSmemBytes = (kF16Exp ? kOnesOff + 512 : kBarOff + kBarBytes) + 1024;  // + align slack
   // (Also references the switch in the passes that compile no kernel body: nvcc warning #177.)
   static_assert(!kSplitKV || kProdWgs == 1, "K published first needs the one-producer decode");
   static_assert(kProdRegs % 8 == 0 && kConsRegs % 8 == 0 && kConsRegs <= 256 &&
@@ -242,6 +251,10 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
       lut[i] = pack_half2(p.cent[e & 15], p.cent[e >> 4]);
     }
   }
+  if constexpr (C::kF16Exp) {
+    if (tid < 128) reinterpret_cast<uint32_t*>(smem + C::kOnesOff)[tid] = 0x3C003C00u;
+    proxy_fence();
+  }
   __syncthreads();
 
   if (wg < C::kProdWgs) {
@@ -322,7 +335,9 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
           mbar_arrive(full + s);
           wgtq::tq_decode_tile_alu<4, 8>(rs, ks, tid, mh);
         } else if constexpr (kHalf) {
+#if !TQ_WG_DECODE_SKIP
           wgtq::tq_decode_tile_alu<0, 4, true>(rs, ks, pt, mh, half);
+#endif
         } else if constexpr (C::kAlu) {
           wgtq::tq_decode_tile_alu(rs, ks, tid, mh);
         } else {
@@ -467,6 +482,9 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
 #pragma unroll
   for (int i = 0; i < 64; ++i) o[i] = 0.0f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+  float lacc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // kF16Exp: row sums (columns alike), rows row0, row0 + 8
+  const uint64_t ones_desc = uint64_t((smem_u32(smem + C::kOnesOff) & 0x3FFFF) >> 4) |
+                             uint64_t(128 >> 4) << 16 | uint64_t(128 >> 4) << 32;
   const int row0 = r0 + warp * 16 + g;  // this thread's rows: row0, row0 + 8
 
   // A tile's key count and position offset: kTqAluTail's exact-row tiles have their own (each
@@ -503,45 +521,25 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
             if (!vis) d[4 * i + e] = -INFINITY;
           }
       }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int i = 0; i < 16; ++i) mx = fmaxf(mx, fmaxf(d[4 * i + 2 * r], d[4 * i + 2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m_run[r], mx);
-        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-        const float alpha = fast_exp2(m_run[r] - m_use);
-        m_run[r] = m_new;
-        float sum = 0.0f;
-#pragma unroll
-        for (int i = 0; i < 16; ++i) {
-          d[4 * i + 2 * r] = fast_exp2(d[4 * i + 2 * r] - m_use);
-          d[4 * i + 2 * r + 1] = fast_exp2(d[4 * i + 2 * r + 1] - m_use);
-          sum += d[4 * i + 2 * r] + d[4 * i + 2 * r + 1];
-          o[4 * i + 2 * r] *= alpha;
-          o[4 * i + 2 * r + 1] *= alpha;
-        }
-        l_run[r] = l_run[r] * alpha + sum;
-      }
-      // P (bf16 / fp16) as the A fragments of k-step kk: key columns 16 kk .. 16 kk + 15.
       uint32_t pa[kBN / 16][4];
-#pragma unroll
-      for (int kk = 0; kk < kBN / 16; ++kk) {
-        pa[kk][0] = pack16<kTq>(d[8 * kk + 0], d[8 * kk + 1]);
-        pa[kk][1] = pack16<kTq>(d[8 * kk + 2], d[8 * kk + 3]);
-        pa[kk][2] = pack16<kTq>(d[8 * kk + 4], d[8 * kk + 5]);
-        pa[kk][3] = pack16<kTq>(d[8 * kk + 6], d[8 * kk + 7]);
-      }
+      if constexpr (C::kF16Exp)
+        softmax_step_f16(d, o, m_run, lacc, pa);
+      else
+        softmax_step_f32<kTq>(d, o, m_run, l_run, pa);
       if constexpr (C::kSplitKV) mbar_wait(full_v + s, (it / kStages) & 1);
       wg_fence();
 #pragma unroll
       for (int kk = 0; kk < kBN / 16; ++kk)
         wgmma_rs<kTq>(o, pa[kk], desc(v_addr + kk * 16 * 128, p.v_lbo, p.v_sbo));
+      if constexpr (C::kF16Exp)
+#pragma unroll
+        for (int kk = 0; kk < kBN / 16; ++kk) wgmma_rs_n8(lacc, pa[kk], ones_desc);
       wg_commit();
       wg_wait0();
       keep(o);
+      if constexpr (C::kF16Exp)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) asm volatile("" : "+f"(lacc[i])::"memory");
     }
     __syncwarp();
     if (lane == 0) mbar_arrive(empty + s);
@@ -551,8 +549,12 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float l = l_run[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    if constexpr (C::kF16Exp) {
+      l = lacc[2 * r];
+    } else {
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+    }
     const int t = row0 + 8 * r;
     if constexpr (C::kTail) {
       // Rotated back by R_v^T before the store (the quad's shuffles run for every row).
