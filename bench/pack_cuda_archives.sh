@@ -6,14 +6,21 @@
 # (default build-cuda; it must have built tqserve bench_engine unit_backend_cuda golden_cuda
 # bench_cuda_attention). SHARED (default ../shared) is where the fixtures are.
 # ONLY=e2e packs .gpu/e2e.tar.xz alone from tqserve, with tiny-qwen3's model files in
-# models/tiny-qwen3 (no reference dumps): what bench/run_cuda_validate.sh needs.
+# models/tiny-qwen3 (no reference dumps): what bench/run_cuda_validate.sh needs. ONLY=e2e-bin packs
+# tqserve and its libraries alone (~11 MB): what bench/run_cuda_midprefill_ab.sh needs (make-model).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build-cuda}
 SHARED=${SHARED:-../shared}
 ONLY=${ONLY:-}
+E2E_ONLY=false
+case "$ONLY" in
+  "") ;;
+  e2e | e2e-bin) E2E_ONLY=true ;;
+  *) echo "ONLY must be e2e or e2e-bin (got '$ONLY')" >&2; exit 2 ;;
+esac
 need="tqserve bench/bench_engine tests/unit_backend_cuda tests/golden_cuda bench/bench_cuda_attention"
-[ "$ONLY" = e2e ] && need=tqserve
+$E2E_ONLY && need=tqserve
 for f in $need; do
   [ -x "$B/$f" ] || { echo "missing $B/$f: build it first (docs/gpu.md)" >&2; exit 1; }
 done
@@ -22,7 +29,9 @@ grep -qs '^/.gpu/$' .git/info/exclude || echo '/.gpu/' >> .git/info/exclude
 cp -L "$(ldd "$B/tqserve" | awk '/libfmt/{print $3}')" .gpu/lib/
 T=$(mktemp -d)
 mkdir -p "$T/tests/bin" "$T/tests/shared/models" "$T/e2e/lib"
-if [ "$ONLY" = e2e ]; then
+if [ "$ONLY" = e2e-bin ]; then
+  :
+elif [ "$ONLY" = e2e ]; then
   mkdir -p "$T/e2e/models/tiny-qwen3"
   find "$SHARED/models/tiny-qwen3" -maxdepth 1 -type f -exec cp {} "$T/e2e/models/tiny-qwen3/" \;
 else
@@ -36,7 +45,7 @@ chmod -R u+w "$T/tests/shared"
 strip -o "$T/e2e/bench_engine" "$B/bench/bench_engine"
 fi
 strip -o "$T/e2e/tqserve" "$B/tqserve"
-for f in $(ldd "$B/tqserve" $([ "$ONLY" = e2e ] || echo "$B/bench/bench_engine") | awk '/=>/{print $3}' | sort -u |
+for f in $(ldd "$B/tqserve" $($E2E_ONLY || echo "$B/bench/bench_engine") | awk '/=>/{print $3}' | sort -u |
            grep -vE 'libc.so|libm.so|libstdc|libgcc_s|librt|libpthread|libdl|cublasLt'); do
   cp -L "$f" "$T/e2e/lib/"
 done

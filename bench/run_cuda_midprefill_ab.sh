@@ -11,7 +11,8 @@
 # OLD_ENV / NEW_ENV: environment assignments ("A=1 B=2") for every run of that side, so one
 # binary can be its own baseline (OLD_BENCH = NEW_BENCH). The traces record the runtime calls too
 # (bench/api_summary.py: host time per chunk and call).
-# Shared libraries and tqserve (make-model) come from .gpu/e2e.tar.xz (bench/pack_cuda_archives.sh).
+# Shared libraries and tqserve (make-model) come from .gpu/e2e.tar.xz (ONLY=e2e-bin
+# bench/pack_cuda_archives.sh BUILD).
 # Carry the binaries, ".gpu/e2e.tar.xz" and ".gpu/lib".
 set -o pipefail
 W=/tmp/mab
