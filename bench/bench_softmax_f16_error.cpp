@@ -1,13 +1,16 @@
-// bench_softmax_f16_error: the error the prefill wgmma kernel's fp16 softmax experiment (TQ_WG_F16_EXP,
-// prefill_wgmma_softmax.cuh) adds, emulated on the CPU. One row of attention over L keys in 128-key
-// tiles with the kernel's online softmax (log2 domain), against a double reference:
-//   f32 path (the kernel's default): P = fp16(2^(s - m)) from an f32 exponential, row sums of the
-//            unrounded f32 P;
-//   f16 path (the experiment): P = fp16(2^fp16(s - m)) (ex2.approx.f16x2 on the rounded
-//            difference; its own approximation error, 2^-9.9 at most per the PTX manual, is not
-//            modelled), row sums of the rounded P (the m64n8 wgmma against ones).
-// Q, K, V are fp16-rounded normals (K scaled by --k-scale values below). Prints the relative
-// Frobenius error of the outputs of each path. Usage: bench_softmax_f16_error [T] [L].
+// bench_softmax_f16_error: the error the prefill wgmma kernel's softmax experiments add
+// (prefill_wgmma_softmax.cuh: TQ_WG_F16_EXP, TQ_WG_ROWSUM_MMA), emulated on the CPU. One row of
+// attention over L keys in 128-key tiles with the kernel's online softmax (log2 domain), against a
+// double reference, for each path:
+//   exponential: f32 (the default), or f16 = 2^fp16(s - m) (ex2.approx.f16x2 on the rounded
+//                difference; its own approximation error, 2^-9.9 at most per the PTX manual, is
+//                not modelled);
+//   P:           rounded to fp16 (TurboQuant's tiles) or bf16 (the dense kernel's), as the PV GEMM
+//                takes it;
+//   row sums:    of the unrounded f32 P (the default) or of the rounded P (the m64n8 wgmma
+//                against ones).
+// Q, K, V are fp16-rounded normals (K scaled by the values below). Prints the relative Frobenius
+// error of each path's outputs. Usage: bench_softmax_f16_error [T] [L].
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -17,19 +20,26 @@
 
 namespace {
 
-// Round to the nearest fp16 value (normals and subnormals; the emulation stays in range).
-float round_f16(float x) {
+// Round to the nearest value with 11 (fp16) or 8 (bf16) significant bits; fp16's subnormals below
+// 2^-14 (the emulation stays in both ranges).
+float round_bits(float x, bool bf16) {
   if (x == 0.0f || !std::isfinite(x)) return x;
   int e = 0;
   std::frexp(x, &e);
-  const double step = std::ldexp(1.0, std::max(e - 1, -14) - 10);
+  const int lead = bf16 ? e - 1 : std::max(e - 1, -14);
+  const double step = std::ldexp(1.0, lead - (bf16 ? 7 : 10));
   return float(std::nearbyint(double(x) / step) * step);
 }
+float round_f16(float x) { return round_bits(x, false); }
 
+struct Path {
+  const char* name;
+  bool f16_exp, bf16_p, rounded_sums;
+};
 constexpr int kD = 128, kTile = 128;
 
-// Output row of the online softmax over scores s (log2 domain) and values v, one of the two paths.
-std::vector<float> online_row(const std::vector<float>& s, const std::vector<float>& v, bool f16_path) {
+// Output row of the online softmax over scores s (log2 domain) and values v along one path.
+std::vector<float> online_row(const std::vector<float>& s, const std::vector<float>& v, const Path& path) {
   const int L = int(s.size());
   float m = -INFINITY, l = 0.0f;
   std::vector<float> o(kD, 0.0f);
@@ -41,15 +51,10 @@ std::vector<float> online_row(const std::vector<float>& s, const std::vector<flo
     m = m_new, l *= alpha;
     for (float& x : o) x *= alpha;
     for (int j = j0; j < j1; ++j) {
-      float p_used;
-      if (f16_path) {
-        p_used = round_f16(std::exp2(round_f16(s[size_t(j)] - m)));
-        l += p_used;
-      } else {
-        const float p = std::exp2(s[size_t(j)] - m);
-        p_used = round_f16(p);
-        l += p;
-      }
+      const float diff = s[size_t(j)] - m;
+      const float p = path.f16_exp ? round_f16(std::exp2(round_f16(diff))) : std::exp2(diff);
+      const float p_used = round_bits(p, path.bf16_p);
+      l += path.rounded_sums ? p_used : p;
       for (int x = 0; x < kD; ++x) o[size_t(x)] += p_used * v[size_t(j) * kD + size_t(x)];
     }
   }
@@ -74,7 +79,13 @@ int main(int argc, char** argv) {
     for (float& x : q) x = round_f16(normal(gen) * q_mul);
     for (float& x : k) x = round_f16(normal(gen) * k_scale);
     for (float& x : v) x = round_f16(normal(gen));
-    double err[2] = {0, 0}, norm = 0;
+    const Path paths[] = {{"bf16 P (dense default)", false, true, false},
+                          {"bf16 P, rounded sums (ROWSUM_MMA)", false, true, true},
+                          {"fp16 P (TurboQuant default)", false, false, false},
+                          {"fp16 P, rounded sums (ROWSUM_MMA)", false, false, true},
+                          {"fp16 P by ex2.f16x2 (F16_EXP)", true, false, true}};
+    constexpr int kPaths = int(sizeof(paths) / sizeof(paths[0]));
+    double err[kPaths] = {}, norm = 0;
     for (int t = 0; t < T; ++t) {
       std::vector<float> s(static_cast<size_t>(L));
       for (int j = 0; j < L; ++j) {
@@ -91,13 +102,13 @@ int main(int argc, char** argv) {
         for (int x = 0; x < kD; ++x) ref[size_t(x)] += p * v[size_t(j) * kD + size_t(x)];
       }
       for (double& x : ref) x /= l, norm += x * x;
-      for (int path = 0; path < 2; ++path) {
-        const std::vector<float> o = online_row(s, v, path == 1);
-        for (int x = 0; x < kD; ++x) err[path] += (o[size_t(x)] - ref[size_t(x)]) * (o[size_t(x)] - ref[size_t(x)]);
+      for (int i = 0; i < kPaths; ++i) {
+        const std::vector<float> o = online_row(s, v, paths[i]);
+        for (int x = 0; x < kD; ++x) err[i] += (o[size_t(x)] - ref[size_t(x)]) * (o[size_t(x)] - ref[size_t(x)]);
       }
     }
-    std::printf("K scale %.1f: relative error f32 path %.3e, f16 path %.3e\n", double(k_scale),
-                std::sqrt(err[0] / norm), std::sqrt(err[1] / norm));
+    std::printf("K scale %.1f:\n", double(k_scale));
+    for (int i = 0; i < kPaths; ++i) std::printf("  %-36s relative error %.3e\n", paths[i].name, std::sqrt(err[i] / norm));
   }
   return 0;
 }

@@ -70,9 +70,6 @@ constexpr bool kTqAluDefault = true;
 #ifndef TQ_WG_DECODE_SKIP
 #define TQ_WG_DECODE_SKIP 0  // experiment: no decode (stale stages, wrong results)
 #endif
-#ifndef TQ_WG_F16_EXP
-#define TQ_WG_F16_EXP 0  // experiment: fp16 P by ex2.f16x2, row sums by an m64n8 wgmma against ones
-#endif
 #ifndef TQ_WG_SPLIT_KV
 #define TQ_WG_SPLIT_KV 0  // ALU decode: 1 = publish a stage's K before decoding its V
 #endif
@@ -130,8 +127,9 @@ struct WgCfg {
   static constexpr int kBarBytes = 8 * (3 * kStages + (kTq ? 2 * kProdWgs : 0));
   static_assert(kRawStage % 16 == 0, "bulk copies move 16-byte multiples");
   static constexpr bool kF16Exp = kTq && TQ_WG_F16_EXP;
-  static constexpr int kOnesOff = (kBarOff + kBarBytes + 127) / 128 * 128;  // kF16Exp: 512 B of fp16 ones
-  static constexpr int kSmemBytes = (kF16Exp ? kOnesOff + 512 : kBarOff + kBarBytes) + 1024;  // + align slack
+  static constexpr bool kMmaSums = kF16Exp || TQ_WG_ROWSUM_MMA;  // row sums by the m64n8 wgmma
+  static constexpr int kOnesOff = (kBarOff + kBarBytes + 127) / 128 * 128;  // kMmaSums: 512 B of ones
+  static constexpr int kSmemBytes = (kMmaSums ? kOnesOff + 512 : kBarOff + kBarBytes) + 1024;  // + align slack
   // (Also references the switch in the passes that compile no kernel body: nvcc warning #177.)
   static_assert(!kSplitKV || kProdWgs == 1, "K published first needs the one-producer decode");
   static_assert(kProdRegs % 8 == 0 && kConsRegs % 8 == 0 && kConsRegs <= 256 &&
@@ -251,8 +249,8 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
       lut[i] = pack_half2(p.cent[e & 15], p.cent[e >> 4]);
     }
   }
-  if constexpr (C::kF16Exp) {
-    if (tid < 128) reinterpret_cast<uint32_t*>(smem + C::kOnesOff)[tid] = 0x3C003C00u;
+  if constexpr (C::kMmaSums) {  // ones of the P operand's type (fp16 / bf16 pairs)
+    if (tid < 128) reinterpret_cast<uint32_t*>(smem + C::kOnesOff)[tid] = kTq ? 0x3C003C00u : 0x3F803F80u;
     proxy_fence();
   }
   __syncthreads();
@@ -482,9 +480,8 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
 #pragma unroll
   for (int i = 0; i < 64; ++i) o[i] = 0.0f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
-  float lacc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // kF16Exp: row sums (columns alike), rows row0, row0 + 8
-  const uint64_t ones_desc = uint64_t((smem_u32(smem + C::kOnesOff) & 0x3FFFF) >> 4) |
-                             uint64_t(128 >> 4) << 16 | uint64_t(128 >> 4) << 32;
+  float lacc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // kMmaSums: row sums (columns alike), rows row0, row0 + 8
+  const uint64_t ones_desc = desc_plain(smem_u32(smem + C::kOnesOff));
   const int row0 = r0 + warp * 16 + g;  // this thread's rows: row0, row0 + 8
 
   // A tile's key count and position offset: kTqAluTail's exact-row tiles have their own (each
@@ -525,19 +522,19 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
       if constexpr (C::kF16Exp)
         softmax_step_f16(d, o, m_run, lacc, pa);
       else
-        softmax_step_f32<kTq>(d, o, m_run, l_run, pa);
+        softmax_step_f32<kTq, C::kMmaSums>(d, o, m_run, l_run, lacc, pa);
       if constexpr (C::kSplitKV) mbar_wait(full_v + s, (it / kStages) & 1);
       wg_fence();
 #pragma unroll
       for (int kk = 0; kk < kBN / 16; ++kk)
         wgmma_rs<kTq>(o, pa[kk], desc(v_addr + kk * 16 * 128, p.v_lbo, p.v_sbo));
-      if constexpr (C::kF16Exp)
+      if constexpr (C::kMmaSums)
 #pragma unroll
-        for (int kk = 0; kk < kBN / 16; ++kk) wgmma_rs_n8(lacc, pa[kk], ones_desc);
+        for (int kk = 0; kk < kBN / 16; ++kk) wgmma_rs_n8<kTq>(lacc, pa[kk], ones_desc);
       wg_commit();
       wg_wait0();
       keep(o);
-      if constexpr (C::kF16Exp)
+      if constexpr (C::kMmaSums)
 #pragma unroll
         for (int i = 0; i < 4; ++i) asm volatile("" : "+f"(lacc[i])::"memory");
     }
@@ -549,7 +546,7 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float l = l_run[r];
-    if constexpr (C::kF16Exp) {
+    if constexpr (C::kMmaSums) {
       l = lacc[2 * r];
     } else {
       l += __shfl_xor_sync(0xffffffffu, l, 1);

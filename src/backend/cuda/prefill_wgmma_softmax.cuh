@@ -8,6 +8,14 @@
 
 #include "backend/cuda/prefill_wgmma_ops.cuh"
 
+// Experiments (prefill_wgmma.cu's kernel configuration reads them; 0 = off, the default PTX).
+#ifndef TQ_WG_F16_EXP
+#define TQ_WG_F16_EXP 0  // TurboQuant: fp16 P by ex2.f16x2, row sums by an m64n8 wgmma against ones
+#endif
+#ifndef TQ_WG_ROWSUM_MMA
+#define TQ_WG_ROWSUM_MMA 0  // every variant's row sums by the m64n8 wgmma (f32 exponentials)
+#endif
+
 namespace tq::cuda {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -27,10 +35,11 @@ __device__ __forceinline__ float softmax_row_max(const float (&d)[64], int r, fl
 }
 
 // f32 exponentials, P rounded to bf16 / fp16 (kF16); l_run accumulates the thread's part of the
-// row sums (the caller adds the quad's 4 parts at the end).
-template <bool kF16>
+// row sums (the caller adds the quad's 4 parts at the end), or, kMmaSums, the caller's m64n8 wgmma
+// of P against ones sums into lacc (as in softmax_step_f16), which this step rescales.
+template <bool kF16, bool kMmaSums>
 __device__ __forceinline__ void softmax_step_f32(float (&d)[64], float (&o)[64], float (&m_run)[2],
-                                                 float (&l_run)[2], uint32_t (&pa)[8][4]) {
+                                                 float (&l_run)[2], float (&lacc)[4], uint32_t (&pa)[8][4]) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float alpha;
@@ -40,11 +49,14 @@ __device__ __forceinline__ void softmax_step_f32(float (&d)[64], float (&o)[64],
     for (int i = 0; i < 16; ++i) {
       d[4 * i + 2 * r] = fast_exp2(d[4 * i + 2 * r] - m_use);
       d[4 * i + 2 * r + 1] = fast_exp2(d[4 * i + 2 * r + 1] - m_use);
-      sum += d[4 * i + 2 * r] + d[4 * i + 2 * r + 1];
+      if constexpr (!kMmaSums) sum += d[4 * i + 2 * r] + d[4 * i + 2 * r + 1];
       o[4 * i + 2 * r] *= alpha;
       o[4 * i + 2 * r + 1] *= alpha;
     }
-    l_run[r] = l_run[r] * alpha + sum;
+    if constexpr (kMmaSums)
+      lacc[2 * r] *= alpha, lacc[2 * r + 1] *= alpha;
+    else
+      l_run[r] = l_run[r] * alpha + sum;
   }
 #pragma unroll
   for (int kk = 0; kk < 8; ++kk) {
