@@ -18,42 +18,12 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/prefill_wgmma.h"
 #include "backend/cuda/prefill_wgmma_ops.cuh"
+#include "backend/cuda/prefill_wgmma_probe.cuh"
 #include "backend/cuda/prefill_wgmma_softmax.cuh"
 #include "backend/cuda/prefill_wgmma_tq.cuh"
 
 namespace tq::cuda {
 namespace {
-
-// TQ_WG_WAIT_PROBE slots: consumer warpgroups' tiles and cycles waiting for a full stage; the
-// producers' tiles (TurboQuant records; dense: TMA tiles) and cycles waiting for their codes, for
-// a free stage, and decoding + publishing.
-enum ProbeSlot { kPrConsTiles, kPrConsFull, kPrProdTiles, kPrProdRaw, kPrProdEmpty, kPrProdDecode, kPrSlots };
-#if TQ_WG_WAIT_PROBE
-__device__ unsigned long long g_wait_probe[kPrSlots];
-#endif
-// Probe builds (nothing otherwise): the SM clock; the cycles since t into slot, t restarted
-// (`who`: one thread per warpgroup); one more into a count slot.
-[[maybe_unused]] __device__ __forceinline__ long long probe_clock() {
-#if TQ_WG_WAIT_PROBE
-  return clock64();
-#else
-  return 0;
-#endif
-}
-[[maybe_unused]] __device__ __forceinline__ void probe_lap([[maybe_unused]] bool who, [[maybe_unused]] int slot,
-                                                             [[maybe_unused]] long long& t) {
-#if TQ_WG_WAIT_PROBE
-  const long long now = clock64();
-  if (who) atomicAdd(&g_wait_probe[slot], static_cast<unsigned long long>(now - t));
-  t = now;
-#endif
-}
-[[maybe_unused]] __device__ __forceinline__ void probe_count([[maybe_unused]] bool who,
-                                                               [[maybe_unused]] int slot) {
-#if TQ_WG_WAIT_PROBE
-  if (who) atomicAdd(&g_wait_probe[slot], 1ull);
-#endif
-}
 
 // On by default: correct and 1.6-1.7x the mma.sync kernel on the H200 (TQ_PREFILL_WGMMA=0 turns
 // it off; bench/results/cuda-prefill-2026-11-30.md). TurboQuant: TQ_PREFILL_WGMMA_TQ.
@@ -62,11 +32,6 @@ constexpr bool kTqDefaultOn = true;
 // TurboQuant decode: ALU (centroids in registers) by default; TQ_PREFILL_TQ_DECODE=table / alu.
 constexpr bool kTqAluDefault = true;
 
-#ifndef TQ_WG_WAIT_PROBE
-// Probe build (1): clock64 sums of where the warpgroups wait, per tile (prefill_wgmma_probe_report;
-// bench_cuda_prefill prints them). 0 (default): no probe code in the kernel.
-#define TQ_WG_WAIT_PROBE 0
-#endif
 #ifndef TQ_WG_DECODE_SKIP
 #define TQ_WG_DECODE_SKIP 0  // experiment: no decode (stale stages, wrong results)
 #endif
@@ -507,6 +472,7 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
       wg_commit();
       wg_wait0();
       keep(d);
+      probe_lap(ct == 0, kPrConsS, pr), probe_count(ct == 0, kPrConsDone);
       const bool need_mask = n0 + kBN > lim(it) || (p.causal && n0 + kBN - 1 > off(it) + r0);
       if (need_mask) {
 #pragma unroll
@@ -523,6 +489,7 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
         softmax_step_f16(d, o, m_run, lacc, pa);
       else
         softmax_step_f32<kTq, C::kMmaSums>(d, o, m_run, l_run, lacc, pa);
+      probe_lap(ct == 0, kPrConsSoftmax, pr);
       if constexpr (C::kSplitKV) mbar_wait(full_v + s, (it / kStages) & 1);
       wg_fence();
 #pragma unroll
@@ -534,6 +501,7 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
       wg_commit();
       wg_wait0();
       keep(o);
+      probe_lap(ct == 0, kPrConsPV, pr);
       if constexpr (C::kMmaSums)
 #pragma unroll
         for (int i = 0; i < 4; ++i) asm volatile("" : "+f"(lacc[i])::"memory");
@@ -736,7 +704,9 @@ std::string prefill_wgmma_probe_report() {
          " (" + std::to_string(h[kPrConsTiles]) + " warpgroup tiles); producers waiting for codes " +
          per(h[kPrProdRaw], h[kPrProdTiles]) + ", for a free stage " + per(h[kPrProdEmpty], h[kPrProdTiles]) +
          ", decoding and publishing " + per(h[kPrProdDecode], h[kPrProdTiles]) + " (" +
-         std::to_string(h[kPrProdTiles]) + " tiles)";
+         std::to_string(h[kPrProdTiles]) + " tiles); consumers' S GEMM " + per(h[kPrConsS], h[kPrConsDone]) +
+         ", softmax " + per(h[kPrConsSoftmax], h[kPrConsDone]) + ", PV GEMM " + per(h[kPrConsPV], h[kPrConsDone]) +
+         " (" + std::to_string(h[kPrConsDone]) + " computed warpgroup tiles)";
 #else
   return {};
 #endif
