@@ -32,9 +32,6 @@ constexpr bool kTqDefaultOn = true;
 // TurboQuant decode: ALU (centroids in registers) by default; TQ_PREFILL_TQ_DECODE=table / alu.
 constexpr bool kTqAluDefault = true;
 
-#ifndef TQ_WG_DECODE_SKIP
-#define TQ_WG_DECODE_SKIP 0  // experiment: no decode (stale stages, wrong results)
-#endif
 #ifndef TQ_WG_SPLIT_KV
 #define TQ_WG_SPLIT_KV 0  // ALU decode: 1 = publish a stage's K before decoding its V
 #endif
@@ -298,7 +295,7 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
           mbar_arrive(full + s);
           wgtq::tq_decode_tile_alu<4, 8>(rs, ks, tid, mh);
         } else if constexpr (kHalf) {
-#if !TQ_WG_DECODE_SKIP
+#if TQ_WG_DECODE_SKIP != 1
           wgtq::tq_decode_tile_alu<0, 4, true>(rs, ks, pt, mh, half);
 #endif
         } else if constexpr (C::kAlu) {

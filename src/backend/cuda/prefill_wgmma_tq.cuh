@@ -7,6 +7,12 @@
 
 #include <cstdint>
 
+#ifndef TQ_WG_DECODE_SKIP
+// Experiments (wrong results; the bounds of a cheaper decode): 1 = the two-producer decode skipped
+// (stale stages), 2 = its shared-memory loads, fp16 stores and row scales kept, the per-code
+// arithmetic dropped (each code word masked into finite halves, stored four times). 0: the decode.
+#define TQ_WG_DECODE_SKIP 0
+#endif
 #ifndef TQ_WG_DEC_UNROLL
 // Unroll of tq_decode_tile_alu's loop over a thread's 8 code rows: 8 (whole) since the decode
 // needs 4 plane registers (session 13, same call: 2 / 4 / 8 gave 378 / 390 / 405 TFLOP/s at 4K).
@@ -126,7 +132,11 @@ __device__ __forceinline__ void tq_decode_tile_alu(const uint8_t* rs, uint8_t* k
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       uint32_t o[4];
+#if TQ_WG_DECODE_SKIP == 2
+      o[0] = o[1] = o[2] = o[3] = (words[j] & 0x03FF03FFu) | (sp[j] & 0x3C003C00u);
+#else
       decode8(words[j], sp, o);
+#endif
       *reinterpret_cast<uint4*>(ks + o0 + which * kTileBytes + k * 32 * 128 + ((x0 ^ j) << 4)) =
           make_uint4(o[0], o[1], o[2], o[3]);
     }
