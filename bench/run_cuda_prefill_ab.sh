@@ -6,7 +6,8 @@
 # "_tag_round" to a CSV, and bench/bench_cuda_sdpa_prefill.py merges them with the SDPA baseline
 # measured after them into $OUT/table.md (printed last).
 # BENCH_ARGS: extra bench_cuda_prefill flags for every run (e.g. --records, --quick).
-# TESTS="binary filter": a test binary (.xz accepted) run first with that gtest filter.
+# TESTS="binary filter[;binary filter ...]": test binaries (.xz accepted) run first, each with its
+# gtest filter (logs $OUT/tests.log, tests2.log, ...).
 # Carry the binaries and ".gpu/lib" (libfmt; bench/pack_cuda_archives.sh).
 # Example: VARIANTS="base=.gpu/base.xz new=.gpu/new.xz one=.gpu/new.xz:TQ_X=1" \
 #   bash bench/run_cuda_prefill_ab.sh
@@ -18,11 +19,17 @@ W=/tmp/pab
 t0=$SECONDS
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit,driver_version --format=csv > "$OUT/smi.txt"
 if [ -n "${TESTS:-}" ]; then
-  read -r tb tf <<< "$TESTS"
-  tb=$(unpack "$tb")
-  timeout "${TEST_TIMEOUT:-120}" "$tb" --gtest_filter="$tf" > "$OUT/tests.log" 2>&1
-  echo "tests rc=$? [$((SECONDS - t0)) s]"
-  grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|SKIPPED \]" "$OUT/tests.log" | head -20
+  IFS=';' read -ra test_sets <<< "$TESTS"
+  n=0
+  for ts in "${test_sets[@]}"; do
+    n=$((n + 1)); log="$OUT/tests.log"; [ $n -gt 1 ] && log="$OUT/tests$n.log"
+    read -r tb tf <<< "$ts"
+    tb=$(unpack "$tb")
+    timeout "${TEST_TIMEOUT:-120}" "$tb" --gtest_filter="$tf" > "$log" 2>&1
+    rc=$?
+    echo "tests $n ($(basename "$tb") $tf) rc=$rc [$((SECONDS - t0)) s]"
+    grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|SKIPPED \]" "$log" | head -20
+  done
 fi
 csvs=""
 for r in $(seq "${ROUNDS:-2}"); do
