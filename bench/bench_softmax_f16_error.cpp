@@ -18,19 +18,13 @@
 #include <random>
 #include <vector>
 
+#include "core/dtype.h"
+
 namespace {
 
-// Round to the nearest value with 11 (fp16) or 8 (bf16) significant bits; fp16's subnormals below
-// 2^-14 (the emulation stays in both ranges).
-float round_bits(float x, bool bf16) {
-  if (x == 0.0f || !std::isfinite(x)) return x;
-  int e = 0;
-  std::frexp(x, &e);
-  const int lead = bf16 ? e - 1 : std::max(e - 1, -14);
-  const double step = std::ldexp(1.0, lead - (bf16 ? 7 : 10));
-  return float(std::nearbyint(double(x) / step) * step);
-}
-float round_f16(float x) { return round_bits(x, false); }
+// Round to the nearest fp16 / bf16 value (core/dtype.h's conversions: nearest even, subnormals).
+float round_f16(float x) { return tq::f16_to_f32(tq::f32_to_f16(x)); }
+float round_16(float x, bool bf16) { return bf16 ? tq::bf16_to_f32(tq::f32_to_bf16(x)) : round_f16(x); }
 
 struct Path {
   const char* name;
@@ -53,7 +47,7 @@ std::vector<float> online_row(const std::vector<float>& s, const std::vector<flo
     for (int j = j0; j < j1; ++j) {
       const float diff = s[size_t(j)] - m;
       const float p = path.f16_exp ? round_f16(std::exp2(round_f16(diff))) : std::exp2(diff);
-      const float p_used = round_bits(p, path.bf16_p);
+      const float p_used = round_16(p, path.bf16_p);
       l += path.rounded_sums ? p_used : p;
       for (int x = 0; x < kD; ++x) o[size_t(x)] += p_used * v[size_t(j) * kD + size_t(x)];
     }
