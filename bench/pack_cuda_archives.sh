@@ -29,12 +29,10 @@ grep -qs '^/.gpu/$' .git/info/exclude || echo '/.gpu/' >> .git/info/exclude
 cp -L "$(ldd "$B/tqserve" | awk '/libfmt/{print $3}')" .gpu/lib/
 T=$(mktemp -d)
 mkdir -p "$T/tests/bin" "$T/tests/shared/models" "$T/e2e/lib"
-if [ "$ONLY" = e2e-bin ]; then
-  :
-elif [ "$ONLY" = e2e ]; then
+if [ "$ONLY" = e2e ]; then
   mkdir -p "$T/e2e/models/tiny-qwen3"
   find "$SHARED/models/tiny-qwen3" -maxdepth 1 -type f -exec cp {} "$T/e2e/models/tiny-qwen3/" \;
-else
+elif ! $E2E_ONLY; then
 for f in tests/unit_backend_cuda tests/golden_cuda bench/bench_cuda_attention; do
   strip -o "$T/tests/bin/$(basename $f)" "$B/$f"
 done

@@ -28,12 +28,7 @@ for b in $G/bench_*; do
   csvs=$csvs,/tmp/$n.csv
 done
 PYTHONUNBUFFERED=1 timeout 45 python3 bench/bench_cuda_sdpa_prefill.py $csvs "$OUT/table.md" > "$OUT/sdpa.log" 2>&1
-CO=$(command -v cuobjdump || find /usr/local -name cuobjdump 2>/dev/null | head -1)
-if [ -n "$CO" ]; then
-  F=$($CO -sass $G/bench 2>/dev/null | grep -o "Function : [^ ]*prefill_wgmma_kernelILi2[^ ]*" | head -1 | cut -d' ' -f3)
-  timeout 20 $CO -sass -fun "$F" $G/bench > "$OUT/sass_alu.txt" 2>&1
-  timeout 20 $CO -res-usage $G/bench 2>&1 | grep -A1 prefill_wgmma_kernel >> "$OUT/sass_alu.txt"
-fi
+OUT=$OUT timeout 40 bash bench/sass_kernel_ops.sh $G/bench alu prefill_wgmma_kernelILi2E >> "$OUT/bench.log" 2>&1
 NCU=$(command -v ncu || find /usr/local /opt -name ncu -type f 2>/dev/null | head -1)
 if [ -n "$NCU" ]; then
   timeout 60 $NCU --kernel-name-base demangled --kernel-name regex:'prefill_wgmma_kernel<.int.2>' --launch-count 1 \
