@@ -499,9 +499,7 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
       wg_wait0();
       keep(o);
       probe_lap(ct == 0, kPrConsPV, pr);
-      if constexpr (C::kMmaSums)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) asm volatile("" : "+f"(lacc[i])::"memory");
+      if constexpr (C::kMmaSums) keep(lacc);
     }
     __syncwarp();
     if (lane == 0) mbar_arrive(empty + s);

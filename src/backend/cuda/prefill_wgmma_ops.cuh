@@ -111,9 +111,10 @@ __device__ __forceinline__ void wg_wait0() {
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 }
 // Keeps the compiler from moving accumulator accesses across the asynchronous wgmma.
-__device__ __forceinline__ void keep(float (&d)[64]) {
+template <int N>
+__device__ __forceinline__ void keep(float (&d)[N]) {
 #pragma unroll
-  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 #endif
 
