@@ -3,7 +3,8 @@
 # rows 1 (4K chunk, codes only) and 3 (8K slice from a bf16 store); details and raw CSV under
 # $OUT, key lines printed. Carry [".gpu/enc", ".gpu/lib"] (bench/run_cuda_encode.sh's binaries).
 R=$PWD; CL=$(find /usr/local /opt -name libcublasLt.so.13 2>/dev/null | head -1)
-export LD_LIBRARY_PATH=$R/.gpu/lib:$(dirname "$CL")
+LD_LIBRARY_PATH=$R/.gpu/lib:$(dirname "$CL")
+export LD_LIBRARY_PATH
 NCUB=$(command -v ncu || find / -name ncu -type f 2>/dev/null | head -1)
 mkdir -p $OUT
 # --row N runs one row; --launch-skip 1 profiles its second launch (warm)

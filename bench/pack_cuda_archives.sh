@@ -43,7 +43,9 @@ chmod -R u+w "$T/tests/shared"
 strip -o "$T/e2e/bench_engine" "$B/bench/bench_engine"
 fi
 strip -o "$T/e2e/tqserve" "$B/tqserve"
-for f in $(ldd "$B/tqserve" $($E2E_ONLY || echo "$B/bench/bench_engine") | awk '/=>/{print $3}' | sort -u |
+bins=("$B/tqserve")
+$E2E_ONLY || bins+=("$B/bench/bench_engine")
+for f in $(ldd "${bins[@]}" | awk '/=>/{print $3}' | sort -u |
            grep -vE 'libc.so|libm.so|libstdc|libgcc_s|librt|libpthread|libdl|cublasLt'); do
   cp -L "$f" "$T/e2e/lib/"
 done

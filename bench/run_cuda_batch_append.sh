@@ -14,7 +14,8 @@ M=${MODEL_DIR:-/tmp/qwen3-8b-random}
 TOKENS=${TOKENS:-32}
 X=/tmp/batch_append
 mkdir -p "$OUT" $X && tar -C $X -xJf "$A" || { echo "no $A"; exit 1; }
-export LD_LIBRARY_PATH=$X/lib:$R/.gpu/lib:$(dirname "$CL")
+LD_LIBRARY_PATH=$X/lib:$R/.gpu/lib:$(dirname "$CL")
+export LD_LIBRARY_PATH
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv,noheader
 t0=$SECONDS
 $X/tqserve make-model --like qwen3-8b --random --out "$M" --force \

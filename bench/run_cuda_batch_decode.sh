@@ -15,7 +15,8 @@ OUT=${OUT:-/tmp/out}
 M=${MODEL_DIR:-/tmp/qwen3-8b-random}
 TOKENS=${TOKENS:-32}
 mkdir -p "$OUT" /tmp/h6 && tar -C /tmp/h6 -xJf .gpu/h6.tar.xz || { echo "no .gpu/h6.tar.xz"; exit 1; }
-export LD_LIBRARY_PATH=/tmp/h6/lib:$R/.gpu/lib:$(dirname "$CL")
+LD_LIBRARY_PATH=/tmp/h6/lib:$R/.gpu/lib:$(dirname "$CL")
+export LD_LIBRARY_PATH
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv,noheader
 t0=$SECONDS
 /tmp/h6/tqserve make-model --like qwen3-8b --random --out "$M" --force \

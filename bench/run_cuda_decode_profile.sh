@@ -9,7 +9,8 @@
 set -o pipefail
 R=$PWD
 CL=$(find /usr/local /opt -name libcublasLt.so.13 2>/dev/null | head -1)
-export LD_LIBRARY_PATH=$R/.gpu/lib:$(dirname "$CL")
+LD_LIBRARY_PATH=$R/.gpu/lib:$(dirname "$CL")
+export LD_LIBRARY_PATH
 OUT=${OUT:-/tmp/out}
 M=${MODEL_DIR:-/tmp/m}
 mkdir -p "$OUT" /tmp/h7

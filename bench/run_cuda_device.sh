@@ -11,7 +11,8 @@
 set -o pipefail
 R=$PWD
 CL=$(find /usr/local /opt -name libcublasLt.so.13 2>/dev/null | head -1)
-export LD_LIBRARY_PATH=$R/.gpu/lib:$(dirname "$CL")
+LD_LIBRARY_PATH=$R/.gpu/lib:$(dirname "$CL")
+export LD_LIBRARY_PATH
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 ncu_on=1; tests_on=1; compare=0

@@ -10,7 +10,8 @@ R=$PWD
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT" /tmp/enc
 CL=$(find /usr/local /opt -name libcublasLt.so.13 2>/dev/null | head -1)
-export LD_LIBRARY_PATH=$R/.gpu/lib:$(dirname "$CL")
+LD_LIBRARY_PATH=$R/.gpu/lib:$(dirname "$CL")
+export LD_LIBRARY_PATH
 B=$R/.gpu/enc
 for v in group warp; do
   if [ $v = warp ]; then TQ_ENCODE_KERNEL=warp "$B/bench_cuda_tq_encode"; else "$B/bench_cuda_tq_encode"; fi

@@ -13,7 +13,8 @@
 set -o pipefail
 R=$PWD
 CL=$(find /usr/local /opt -name libcublasLt.so.13 2>/dev/null | head -1)
-export LD_LIBRARY_PATH=$R/.gpu/lib:$(dirname "$CL")
+LD_LIBRARY_PATH=$R/.gpu/lib:$(dirname "$CL")
+export LD_LIBRARY_PATH
 OUT=${OUT:-/tmp/out}
 M=${MODEL_DIR:-/tmp/qwen3-8b-random}
 DEVICE=${DEVICE:-cuda}
@@ -44,7 +45,7 @@ if [ "${SERVE_ONLY:-0}" = 1 ]; then
   ${TQSERVE:-/tmp/e2e/tqserve} serve --model "$M" --device "$DEVICE" --memory-guard --ctx-size 8192 \
     --port "$PORT" --served-model-name m --no-access-log > "$OUT/serve.log" 2>&1 &
   SP=$!
-  for i in $(seq 1 120); do grep -q listening "$OUT/serve.log" && break; sleep 1; done
+  for _ in $(seq 1 120); do grep -q listening "$OUT/serve.log" && break; sleep 1; done
   python3 - "$PORT" <<'PY' 2>&1 | tee "$OUT/serve_smoke.txt"
 import json, sys, urllib.request
 port = sys.argv[1]

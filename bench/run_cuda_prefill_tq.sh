@@ -9,7 +9,8 @@ set -o pipefail
 R=$PWD
 G=${G:-.gpu/hq}
 CL=$(find /usr/local /opt -name libcublasLt.so.13 2>/dev/null | head -1)
-export LD_LIBRARY_PATH=$R/.gpu/lib:$(dirname "$CL")
+LD_LIBRARY_PATH=$R/.gpu/lib:$(dirname "$CL")
+export LD_LIBRARY_PATH
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,driver_version --format=csv > "$OUT/smi.txt"

@@ -13,7 +13,8 @@ M=${MODEL_DIR:-/tmp/qwen3-8b-random}
 TR=/tmp/traces  # traces and summaries, returned as one $OUT/traces.tgz (8 files come back)
 mkdir -p "$OUT" /tmp/e2e "$TR"
 tar -C /tmp/e2e -xJf .gpu/e2e.tar.xz || { echo "no .gpu/e2e.tar.xz"; exit 1; }
-export LD_LIBRARY_PATH=/tmp/e2e/lib:$R/.gpu/lib:$(dirname "$CL")
+LD_LIBRARY_PATH=/tmp/e2e/lib:$R/.gpu/lib:$(dirname "$CL")
+export LD_LIBRARY_PATH
 B=/tmp/e2e/bench_engine
 NCU=$(command -v ncu || find /usr /opt -name ncu -type f -perm -u+x 2>/dev/null | head -1)
 t0=$SECONDS
@@ -27,7 +28,8 @@ CUDA_HOME=$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nv
 CUPTI=$(find "$CUDA_HOME" /usr/local -name libcupti.so 2>/dev/null | head -1)
 g++ -O2 -shared -fPIC -I"$CUDA_HOME/include" bench/cupti_trace.cpp -L"$(dirname "$CUPTI")" -lcupti \
   -o /tmp/libcupti_trace.so || { echo "cupti_trace did not build"; PROFILER=ncu; }
-export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$(dirname "$CUPTI")
+LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$(dirname "$CUPTI")
+export LD_LIBRARY_PATH
 prof() {  # tag, args...
   local tag=$1; shift
   if [ "${PROFILER:-cupti}" = ncu ]; then

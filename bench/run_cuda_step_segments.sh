@@ -13,7 +13,8 @@ M=${MODEL_DIR:-/tmp/qwen3-8b-random}
 TR=/tmp/segments
 mkdir -p "$OUT" /tmp/e2e "$TR"
 tar -C /tmp/e2e -xJf .gpu/e2e.tar.xz || { echo "no .gpu/e2e.tar.xz"; exit 1; }
-export LD_LIBRARY_PATH=/tmp/e2e/lib:$R/.gpu/lib:$(dirname "$CL")
+LD_LIBRARY_PATH=/tmp/e2e/lib:$R/.gpu/lib:$(dirname "$CL")
+export LD_LIBRARY_PATH
 CUDA_HOME=$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")
 CUPTI=$(find "$CUDA_HOME" /usr/local -name libcupti.so 2>/dev/null | head -1)
 g++ -O2 -shared -fPIC -I"$CUDA_HOME/include" bench/cupti_trace.cpp -L"$(dirname "$CUPTI")" -lcupti \

@@ -15,7 +15,8 @@ R=$PWD
 CL=$(find /usr/local /opt -name libcublasLt.so.13 2>/dev/null | head -1)
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT" /tmp/e2e && tar -C /tmp/e2e -xJf .gpu/e2e.tar.xz
-export LD_LIBRARY_PATH=/tmp/e2e/lib:$R/.gpu/lib:$(dirname "$CL")
+LD_LIBRARY_PATH=/tmp/e2e/lib:$R/.gpu/lib:$(dirname "$CL")
+export LD_LIBRARY_PATH
 T=/tmp/e2e/tqserve
 M=${MODEL:-/tmp/e2e/models/tiny-qwen3}
 if [ -n "${LIKE:-}" ]; then
