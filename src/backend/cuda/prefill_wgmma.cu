@@ -12,7 +12,6 @@
 #include <type_traits>
 
 #include "backend/cuda/async_copy.cuh"
-#include "backend/cuda/cluster.cuh"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/kv_tensor_map.h"
 #include "backend/cuda/prefill_wgmma.h"
@@ -36,15 +35,6 @@ constexpr bool kTqAluDefault = true;
 #endif
 #ifndef TQ_WG_ALU_PRODUCERS
 #define TQ_WG_ALU_PRODUCERS 2  // producer warpgroups of the ALU decode (1 or 2)
-#endif
-#ifndef TQ_WG_CLUSTER
-// 1: the two-producer ALU decode shared by a block pair (heads 2i, 2i + 1 of one GQA group, the
-// same keys, launched as a cluster of 2): each block decodes half of each warpgroup's keys and
-// stores the fp16 rows into its own stage and its peer's, so an SM decodes a quarter of a tile
-// where it decoded half. A pair's full barriers count both blocks' producers, its empty barriers
-// both blocks' consumer warps; the blocks meet at a cluster barrier after the barriers'
-// initialization and before they exit (each may arrive on the other's barriers until then).
-#define TQ_WG_CLUSTER 0
 #endif
 #ifndef TQ_WG_PROD_REGS
 // Registers of an ALU-decode producer thread (the consumers get the rest).
@@ -93,8 +83,6 @@ struct WgCfg {
   // ALU decode: K and V of a stage published by separate barriers (TQ_WG_SPLIT_KV=1).
   static constexpr bool kSplitKV = kMode == kTqAlu && TQ_WG_SPLIT_KV && TQ_WG_ALU_PRODUCERS == 1;
   static_assert(kProdWgs == 1 || kProdWgs == 2);
-  // The two-producer ALU decode shared by a block pair when launched as clusters of 2.
-  static constexpr bool kCluster = kAlu && kProdWgs == 2 && TQ_WG_CLUSTER;
   // Barriers: full, empty, full_v (kStages each), TurboQuant: raw stage copies [kProdWgs][2].
   static constexpr int kBarBytes = 8 * (3 * kStages + (kTq ? 2 * kProdWgs : 0));
   static_assert(kRawStage % 16 == 0, "bulk copies move 16-byte multiples");
@@ -188,18 +176,6 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
   uint64_t* raw_full = full_v + kStages;  // TurboQuant: [producer warpgroup][raw stage] codes landed
 
   const int tid = threadIdx.x, wg = tid >> 7;
-  // kCluster: launched as a pair, the blocks share the decode (TQ_WG_CLUSTER).
-  const bool pair = C::kCluster && cluster_size() == 2;
-  const uint32_t rank = pair ? cluster_rank() : 0, peer = rank ^ 1;
-  // Arrive on barrier `bar` here and, for a pair, on the peer's; wait on one (cluster scope).
-  const auto arrive_both = [&](uint64_t* bar) {
-    mbar_arrive(bar);
-    if (pair) mbar_arrive_remote(dsmem_addr(bar, peer));
-  };
-  const auto wait_bar = [&](uint64_t* bar, uint32_t parity) {
-    if (pair) return mbar_wait_cluster(bar, parity);
-    mbar_wait(bar, parity);
-  };
   const int h = blockIdx.x, hk = h / p.group;
   const int m0 = int(gridDim.y - 1 - blockIdx.y) * kBM;  // heaviest causal rows first
   const int j_hi = p.causal ? min(p.L, p.off + m0 + kBM) : p.L;
@@ -213,8 +189,7 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
 
   if (tid == 0) {
     const int producers = !kTq && p.tma ? 1 : 128 * C::kProdWgs;  // TMA: thread 0's expect_tx
-    const int blocks = pair ? 2 : 1;  // a pair: both blocks' producers and consumer warps
-    for (int s = 0; s < kStages; ++s) mbar_init(full + s, blocks * producers), mbar_init(empty + s, blocks * 8);
+    for (int s = 0; s < kStages; ++s) mbar_init(full + s, producers), mbar_init(empty + s, 8);
     if constexpr (C::kSplitKV)
       for (int s = 0; s < kStages; ++s) mbar_init(full_v + s, 128 * C::kProdWgs);
     if constexpr (kTq)
@@ -239,7 +214,6 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
     proxy_fence();
   }
   __syncthreads();
-  if (pair) cluster_sync_any();  // the peer's barriers initialized
 
   if (wg < C::kProdWgs) {
     if constexpr (kTq) {
@@ -266,11 +240,9 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
       uint64_t* my_raw_full = raw_full + 2 * half;
       auto issue = [&](int it) {  // thread 0: the tile's K rows and V rows, two bulk copies
         if (pt != 0) return;
-        // (A pair's block decodes 32 of its warpgroup's 64 keys: rank's 32-row block.)
-        const int rows_in = pair ? kBN / 4 : kHalf ? kBN / 2 : kBN;
-        const int first = kHalf ? half * (kBN / 2) + int(rank) * (kBN / 4) : 0;
-        const int j0 = it * kBN + first, rows = max(0, min(rows_in, p.L - j0));
-        uint8_t* rs = raw + (it & 1) * C::kRawStage + first * (kD / 2);
+        constexpr int kRowsIn = kHalf ? kBN / 2 : kBN;
+        const int j0 = it * kBN + half * kRowsIn, rows = max(0, min(kRowsIn, p.L - j0));
+        uint8_t* rs = raw + (it & 1) * C::kRawStage + half * kRowsIn * (kD / 2);
         uint64_t* bar = my_raw_full + (it & 1);
         mbar_expect_tx(bar, uint32_t(2 * rows * (kD / 2)));
         if (rows > 0) {
@@ -310,7 +282,7 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
         long long pr = probe_clock();
         mbar_wait(my_raw_full + (it & 1), (it >> 1) & 1);  // tile it's codes landed
         probe_lap(pt == 0, kPrProdRaw, pr);
-        if (it >= kStages) wait_bar(empty + s, ((it / kStages) - 1) & 1);
+        if (it >= kStages) mbar_wait(empty + s, ((it / kStages) - 1) & 1);
         probe_lap(pt == 0, kPrProdEmpty, pr);
         const uint8_t* rs = raw + (it & 1) * C::kRawStage;
         const uint16_t* sc = reinterpret_cast<const uint16_t*>(rs + 2 * C::kCodeBytes);
@@ -322,16 +294,7 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
           wgtq::tq_decode_tile_alu<4, 8>(rs, ks, tid, mh);
         } else if constexpr (kHalf) {
 #if TQ_WG_DECODE_SKIP != 1
-          if constexpr (C::kCluster) {
-            if (pair) {
-              wgtq::tq_decode_tile_alu<0, 2, true, true>(rs, ks, pt, mh, half, int(rank),
-                                                         dsmem_addr(ks, peer));
-            } else {
-              wgtq::tq_decode_tile_alu<0, 4, true>(rs, ks, pt, mh, half);
-            }
-          } else {
-            wgtq::tq_decode_tile_alu<0, 4, true>(rs, ks, pt, mh, half);
-          }
+          wgtq::tq_decode_tile_alu<0, 4, true>(rs, ks, pt, mh, half);
 #endif
         } else if constexpr (C::kAlu) {
           wgtq::tq_decode_tile_alu(rs, ks, tid, mh);
@@ -353,11 +316,8 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
               make_uint4(o[0], o[1], o[2], o[3]);
         }
         }
-        if (pair)
-          proxy_fence_all();  // the peer's stage too
-        else
-          proxy_fence();  // generic-proxy writes, read by wgmma (async proxy)
-        arrive_both(C::kSplitKV ? full_v + s : full + s);
+        proxy_fence();  // generic-proxy writes, read by wgmma (async proxy)
+        mbar_arrive(C::kSplitKV ? full_v + s : full + s);
         probe_lap(pt == 0, kPrProdDecode, pr), probe_count(pt == 0, kPrProdTiles);
         if (more) store_scales(it + 1);
         // Raw stage it & 1 free again, tile it + 1's scales stored.
@@ -371,15 +331,13 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
           // lands on its own, with no wait behind the next tile's issue.
           for (int it = n_rec; it < n_tiles; ++it) {
             const int s = it % kStages;
-            if (it >= kStages) wait_bar(empty + s, ((it / kStages) - 1) & 1);
+            if (it >= kStages) mbar_wait(empty + s, ((it / kStages) - 1) & 1);
             if (tid != 0) {
-              arrive_both(full + s);
+              mbar_arrive(full + s);
               continue;
             }
             tma_kv_tile(kv + s * 2 * kTileBytes, &p.tmk, &p.tmv, (it - n_rec) * kBN, hk, full + s);
-            if (pair) mbar_arrive_remote(dsmem_addr(full + s, peer));
           }
-          if (pair) cluster_sync_any();
           return;
         }
         // Exact-row tiles (TQ_PREFILL_TMA=0): the fp16 rows copied into the stage as they are
@@ -387,7 +345,7 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
         const int64_t t_base = int64_t(hk) * p.t_head_stride;
         for (int it = n_rec; it < n_tiles; ++it) {
           const int s = it % kStages;
-          if (it >= kStages) wait_bar(empty + s, ((it / kStages) - 1) & 1);
+          if (it >= kStages) mbar_wait(empty + s, ((it / kStages) - 1) & 1);
           uint8_t* ks = kv + s * 2 * kTileBytes;
 #pragma unroll 4
           for (int i = pt; i < kBN / 2 * 16; i += 128) {
@@ -402,13 +360,13 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
           if (it > n_rec) {
             cp_wait<1>();
             proxy_fence();
-            arrive_both(full + (it - 1) % kStages);
+            mbar_arrive(full + (it - 1) % kStages);
           }
         }
         if (n_tiles > n_rec) {
           cp_wait<0>();
           proxy_fence();
-          arrive_both(full + (n_tiles - 1) % kStages);
+          mbar_arrive(full + (n_tiles - 1) % kStages);
         }
       }
     } else {
@@ -454,7 +412,6 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
         mbar_arrive(full + (n_tiles - 1) % kStages);
       }
     }
-    if (pair) cluster_sync_any();
     return;
   }
 
@@ -494,7 +451,7 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
   for (int it = 0; it < n_tiles; ++it) {
     const int s = it % kStages, n0 = (C::kTail && it >= n_rec ? it - n_rec : it) * kBN;
     long long pr = probe_clock();
-    wait_bar(full + s, (it / kStages) & 1);
+    mbar_wait(full + s, (it / kStages) & 1);
     probe_lap(ct == 0, kPrConsFull, pr), probe_count(ct == 0, kPrConsTiles);
     const bool skip = p.causal && n0 > off(it) + r0 + 63;
     if (!skip) {
@@ -543,7 +500,7 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
       if constexpr (C::kMmaSums) keep(lacc);
     }
     __syncwarp();
-    if (lane == 0) arrive_both(empty + s);
+    if (lane == 0) mbar_arrive(empty + s);
   }
 
   // ---- Normalize and store rows row0, row0 + 8.
@@ -579,7 +536,6 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
     if (p.lse && c4 == 0)
       p.lse[int64_t(t) * p.n_head + h] = l > 0.0f ? (m_run[r] + log2f(l)) * 0.6931471805599453f : -INFINITY;
   }
-  if (pair) cluster_sync_any();  // the peer may still arrive on this block's barriers until here
 #endif
 }
 
@@ -679,25 +635,7 @@ void launch_wgmma(const typename WgCfg<kMode>::Params& p, int64_t T, int n_head,
   }
   const int64_t mb = (T + kBM - 1) / kBM;
   if (mb > 65535) raise("prefill_attention_wgmma: T=" + std::to_string(T) + " exceeds the grid");
-  const dim3 grid{unsigned(n_head), unsigned(mb)};
-  // The shared decode: blocks of heads 2i, 2i + 1 (one kv head when the group is even) as a
-  // cluster (TQ_PREFILL_CLUSTER=0 launches them alone).
-  static const bool cluster_on = [] {
-    const char* e = std::getenv("TQ_PREFILL_CLUSTER");
-    return !(e && *e) || std::atoi(e) != 0;
-  }();
-  if (WgCfg<kMode>::kCluster && cluster_on && p.group % 2 == 0) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid, cfg.blockDim = dim3(WgCfg<kMode>::kThreads), cfg.dynamicSmemBytes = bytes;
-    cfg.stream = st;
-    cudaLaunchAttribute at{};
-    at.id = cudaLaunchAttributeClusterDimension;
-    at.val.clusterDim.x = 2, at.val.clusterDim.y = 1, at.val.clusterDim.z = 1;
-    cfg.attrs = &at, cfg.numAttrs = 1;
-    CUDA_CHECK(cudaLaunchKernelEx(&cfg, prefill_wgmma_kernel<kMode>, p));
-    return;
-  }
-  prefill_wgmma_kernel<kMode><<<grid, WgCfg<kMode>::kThreads, bytes, st>>>(p);
+  prefill_wgmma_kernel<kMode><<<dim3(unsigned(n_head), unsigned(mb)), WgCfg<kMode>::kThreads, bytes, st>>>(p);
   CUDA_CHECK(cudaGetLastError());
 }
 }  // namespace

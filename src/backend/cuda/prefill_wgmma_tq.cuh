@@ -7,8 +7,6 @@
 
 #include <cstdint>
 
-#include "backend/cuda/cluster.cuh"
-
 #ifndef TQ_WG_DECODE_SKIP
 // Experiments (wrong results; the bounds of a cheaper decode): 1 = the two-producer decode skipped
 // (stale stages), 2 = its shared-memory loads, fp16 stores and row scales kept, the per-code
@@ -101,16 +99,12 @@ __device__ __forceinline__ int decode_chunk(int lane) {
 // The next row's codes load before this row's stores.
 // kHalf (two producer warpgroups): warpgroup `half` (tid its thread 0..127) takes row steps
 // 0 .. 3 = K's and V's k = 2 half, 2 half + 1, i.e. keys 64 half .. 64 half + 63.
-// kPair (a block pair: TQ_WG_CLUSTER in prefill_wgmma.cu): K's and V's k = 2 half + rank only (row steps
-// 0, 1), each fp16 chunk stored here and at the same offset from `peer` (the peer block's ks).
-template <int kN0 = 0, int kN1 = 8, bool kHalf = false, bool kPair = false>
+template <int kN0 = 0, int kN1 = 8, bool kHalf = false>
 __device__ __forceinline__ void tq_decode_tile_alu(const uint8_t* rs, uint8_t* ks, int tid,
-                                                   const uint32_t (&mh)[4], int half = 0,
-                                                   int rank = 0, uint32_t peer = 0) {
-  static_assert(!kHalf || kPair || (kN0 == 0 && kN1 == 4), "a half decodes its 4 row steps");
-  static_assert(!kPair || (kHalf && kN0 == 0 && kN1 == 2), "a pair's half decodes 2 row steps");
-  const auto which_of = [](int n) { return kPair ? n : kHalf ? n >> 1 : n >> 2; };
-  const auto k_of = [half, rank](int n) { return kPair ? 2 * half + rank : kHalf ? 2 * half + (n & 1) : n & 3; };
+                                                   const uint32_t (&mh)[4], int half = 0) {
+  static_assert(!kHalf || (kN0 == 0 && kN1 == 4), "a half decodes its 4 row steps");
+  const auto which_of = [](int n) { return kHalf ? n >> 1 : n >> 2; };
+  const auto k_of = [half](int n) { return kHalf ? 2 * half + (n & 1) : n & 3; };
   const int lane = tid & 31, q = decode_chunk(lane), r0 = (tid >> 5) * 8 + decode_row(lane);
   const uint8_t* cb = rs + r0 * 64 + q * 16;
   const uint32_t* sb = reinterpret_cast<const uint32_t*>(rs + 2 * kCodeBytes) + r0;
@@ -143,9 +137,8 @@ __device__ __forceinline__ void tq_decode_tile_alu(const uint8_t* rs, uint8_t* k
 #else
       decode8(words[j], sp, o);
 #endif
-      const uint32_t at = o0 + which * kTileBytes + k * 32 * 128 + ((x0 ^ j) << 4);
-      *reinterpret_cast<uint4*>(ks + at) = make_uint4(o[0], o[1], o[2], o[3]);
-      if constexpr (kPair) dsmem_st16(peer + at, make_uint4(o[0], o[1], o[2], o[3]));
+      *reinterpret_cast<uint4*>(ks + o0 + which * kTileBytes + k * 32 * 128 + ((x0 ^ j) << 4)) =
+          make_uint4(o[0], o[1], o[2], o[3]);
     }
   }
 }
