@@ -5,7 +5,7 @@
 # Each variant lands in OUT/TAG/ (one binary per target, named as the target's file). A full build
 # directory per flag set recompiles every CUDA file (~3.5 min here); this recompiles one.
 # Usage: bash bench/build_wgmma_variants.sh BUILD OUT "TAG=FLAGS[,FLAGS] ..."
-#   e.g. bash bench/build_wgmma_variants.sh build .gpu/v "f16=-DTQ_WG_F16_EXP=1 probe=-DTQ_WG_WAIT_PROBE=1"
+#   e.g. bash bench/build_wgmma_variants.sh build .gpu/v "skip=-DTQ_WG_DECODE_SKIP=1 probe=-DTQ_WG_WAIT_PROBE=1"
 # TARGETS (default "bench/bench_cuda_prefill"): ninja targets of BUILD that link tq_backend_cuda.
 set -euo pipefail
 [ $# -eq 3 ] || { echo "usage: build_wgmma_variants.sh BUILD OUT \"TAG=FLAGS ...\"" >&2; exit 2; }

@@ -86,10 +86,7 @@ struct WgCfg {
   // Barriers: full, empty, full_v (kStages each), TurboQuant: raw stage copies [kProdWgs][2].
   static constexpr int kBarBytes = 8 * (3 * kStages + (kTq ? 2 * kProdWgs : 0));
   static_assert(kRawStage % 16 == 0, "bulk copies move 16-byte multiples");
-  static constexpr bool kF16Exp = kTq && TQ_WG_F16_EXP;
-  static constexpr bool kMmaSums = kF16Exp || TQ_WG_ROWSUM_MMA;  // row sums by the m64n8 wgmma
-  static constexpr int kOnesOff = (kBarOff + kBarBytes + 127) / 128 * 128;  // kMmaSums: 512 B of ones
-  static constexpr int kSmemBytes = (kMmaSums ? kOnesOff + 512 : kBarOff + kBarBytes) + 1024;  // + align slack
+  static constexpr int kSmemBytes = kBarOff + kBarBytes + 1024;  // + align slack
   // (Also references the switch in the passes that compile no kernel body: nvcc warning #177.)
   static_assert(!kSplitKV || kProdWgs == 1, "K published first needs the one-producer decode");
   static_assert(kProdRegs % 8 == 0 && kConsRegs % 8 == 0 && kConsRegs <= 256 &&
@@ -208,10 +205,6 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
       const int e = i >> 5;
       lut[i] = pack_half2(p.cent[e & 15], p.cent[e >> 4]);
     }
-  }
-  if constexpr (C::kMmaSums) {  // ones of the P operand's type (fp16 / bf16 pairs)
-    if (tid < 128) reinterpret_cast<uint32_t*>(smem + C::kOnesOff)[tid] = kTq ? 0x3C003C00u : 0x3F803F80u;
-    proxy_fence();
   }
   __syncthreads();
 
@@ -440,8 +433,6 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
 #pragma unroll
   for (int i = 0; i < 64; ++i) o[i] = 0.0f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
-  float lacc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // kMmaSums: row sums (columns alike), rows row0, row0 + 8
-  const uint64_t ones_desc = desc_plain(smem_u32(smem + C::kOnesOff));
   const int row0 = r0 + warp * 16 + g;  // this thread's rows: row0, row0 + 8
 
   // A tile's key count and position offset: kTqAluTail's exact-row tiles have their own (each
@@ -480,24 +471,17 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
           }
       }
       uint32_t pa[kBN / 16][4];
-      if constexpr (C::kF16Exp)
-        softmax_step_f16(d, o, m_run, lacc, pa);
-      else
-        softmax_step_f32<kTq, C::kMmaSums>(d, o, m_run, l_run, lacc, pa);
+      softmax_step<kTq>(d, o, m_run, l_run, pa);
       probe_lap(ct == 0, kPrConsSoftmax, pr);
       if constexpr (C::kSplitKV) mbar_wait(full_v + s, (it / kStages) & 1);
       wg_fence();
 #pragma unroll
       for (int kk = 0; kk < kBN / 16; ++kk)
         wgmma_rs<kTq>(o, pa[kk], desc(v_addr + kk * 16 * 128, p.v_lbo, p.v_sbo));
-      if constexpr (C::kMmaSums)
-#pragma unroll
-        for (int kk = 0; kk < kBN / 16; ++kk) wgmma_rs_n8<kTq>(lacc, pa[kk], ones_desc);
       wg_commit();
       wg_wait0();
       keep(o);
       probe_lap(ct == 0, kPrConsPV, pr);
-      if constexpr (C::kMmaSums) keep(lacc);
     }
     __syncwarp();
     if (lane == 0) mbar_arrive(empty + s);
@@ -507,12 +491,8 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float l = l_run[r];
-    if constexpr (C::kMmaSums) {
-      l = lacc[2 * r];
-    } else {
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-    }
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
     const int t = row0 + 8 * r;
     if constexpr (C::kTail) {
       // Rotated back by R_v^T before the store (the quad's shuffles run for every row).

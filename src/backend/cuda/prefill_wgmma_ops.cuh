@@ -22,12 +22,6 @@ __device__ __forceinline__ uint64_t desc(uint32_t saddr, uint32_t lbo, uint32_t 
          uint64_t((sbo >> 4) & 0x3FFF) << 32 | uint64_t(1) << 62;
 }
 
-// Descriptor of a small unswizzled operand at saddr (core matrices 128 bytes apart either way): the
-// m64n8 wgmma's block of ones, where any layout reads the same values.
-__device__ __forceinline__ uint64_t desc_plain(uint32_t saddr) {
-  return uint64_t((saddr & 0x3FFFF) >> 4) | uint64_t(128 >> 4) << 16 | uint64_t(128 >> 4) << 32;
-}
-
 #define TQ_WG_D8(i)                                                                       \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
       "+f"(d[i + 6]), "+f"(d[i + 7])
@@ -78,30 +72,6 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[64], const uint32_t (&a)[4],
 template <bool kF16>
 __device__ __forceinline__ uint32_t pack16(float lo, float hi) {
   return kF16 ? pack_half2(lo, hi) : pack_bf162(lo, hi);
-}
-// d (m64n8, f32) += A B: A (64x16, fp16 or bf16) in registers, B (16x8) in shared memory, no
-// swizzle. With B all ones every column of d is A's row sums (the softmax's row sums of the
-// rounded P).
-template <bool kF16>
-__device__ __forceinline__ void wgmma_rs_n8(float (&d)[4], const uint32_t (&a)[4], uint64_t db) {
-  if constexpr (kF16)
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n"
-        " wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-  else
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n"
-        " wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
-// 2^x of both fp16 halves (one instruction for the pair).
-__device__ __forceinline__ uint32_t ex2_h2(uint32_t x) {
-  uint32_t y;
-  asm("ex2.approx.f16x2 %0, %1;\n" : "=r"(y) : "r"(x));
-  return y;
 }
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() {

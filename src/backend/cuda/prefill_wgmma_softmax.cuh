@@ -8,14 +8,6 @@
 
 #include "backend/cuda/prefill_wgmma_ops.cuh"
 
-// Experiments (prefill_wgmma.cu's kernel configuration reads them; 0 = off, the default PTX).
-#ifndef TQ_WG_F16_EXP
-#define TQ_WG_F16_EXP 0  // TurboQuant: fp16 P by ex2.f16x2, row sums by an m64n8 wgmma against ones
-#endif
-#ifndef TQ_WG_ROWSUM_MMA
-#define TQ_WG_ROWSUM_MMA 0  // every variant's row sums by the m64n8 wgmma (f32 exponentials)
-#endif
-
 namespace tq::cuda {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -35,11 +27,10 @@ __device__ __forceinline__ float softmax_row_max(const float (&d)[64], int r, fl
 }
 
 // f32 exponentials, P rounded to bf16 / fp16 (kF16); l_run accumulates the thread's part of the
-// row sums (the caller adds the quad's 4 parts at the end), or, kMmaSums, the caller's m64n8 wgmma
-// of P against ones sums into lacc (as in softmax_step_f16), which this step rescales.
-template <bool kF16, bool kMmaSums>
-__device__ __forceinline__ void softmax_step_f32(float (&d)[64], float (&o)[64], float (&m_run)[2],
-                                                 float (&l_run)[2], float (&lacc)[4], uint32_t (&pa)[8][4]) {
+// row sums (the caller adds the quad's 4 parts at the end).
+template <bool kF16>
+__device__ __forceinline__ void softmax_step(float (&d)[64], float (&o)[64], float (&m_run)[2],
+                                             float (&l_run)[2], uint32_t (&pa)[8][4]) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float alpha;
@@ -49,14 +40,11 @@ __device__ __forceinline__ void softmax_step_f32(float (&d)[64], float (&o)[64],
     for (int i = 0; i < 16; ++i) {
       d[4 * i + 2 * r] = fast_exp2(d[4 * i + 2 * r] - m_use);
       d[4 * i + 2 * r + 1] = fast_exp2(d[4 * i + 2 * r + 1] - m_use);
-      if constexpr (!kMmaSums) sum += d[4 * i + 2 * r] + d[4 * i + 2 * r + 1];
+      sum += d[4 * i + 2 * r] + d[4 * i + 2 * r + 1];
       o[4 * i + 2 * r] *= alpha;
       o[4 * i + 2 * r + 1] *= alpha;
     }
-    if constexpr (kMmaSums)
-      lacc[2 * r] *= alpha, lacc[2 * r + 1] *= alpha;
-    else
-      l_run[r] = l_run[r] * alpha + sum;
+    l_run[r] = l_run[r] * alpha + sum;
   }
 #pragma unroll
   for (int kk = 0; kk < 8; ++kk) {
@@ -65,27 +53,6 @@ __device__ __forceinline__ void softmax_step_f32(float (&d)[64], float (&o)[64],
     pa[kk][2] = pack16<kF16>(d[8 * kk + 4], d[8 * kk + 5]);
     pa[kk][3] = pack16<kF16>(d[8 * kk + 6], d[8 * kk + 7]);
   }
-}
-
-// fp16 P straight from ex2.f16x2 of the fp16-rounded differences s - m (one exponential per pair,
-// no separate rounding of P); the row sums are the caller's m64n8 wgmma of P against ones into
-// lacc (rows r at lacc[2 r], lacc[2 r + 1]), which this step rescales with o.
-__device__ __forceinline__ void softmax_step_f16(float (&d)[64], float (&o)[64], float (&m_run)[2],
-                                                 float (&lacc)[4], uint32_t (&pa)[8][4]) {
-  float mu[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float alpha;
-    mu[r] = softmax_row_max(d, r, m_run[r], alpha);
-#pragma unroll
-    for (int i = 0; i < 16; ++i) o[4 * i + 2 * r] *= alpha, o[4 * i + 2 * r + 1] *= alpha;
-    lacc[2 * r] *= alpha, lacc[2 * r + 1] *= alpha;
-  }
-#pragma unroll
-  for (int kk = 0; kk < 8; ++kk)
-#pragma unroll
-    for (int j = 0; j < 4; ++j)  // pa[kk][j]: row j & 1, key columns 16 kk + 8 (j >> 1) + 2 c4 + {0, 1}
-      pa[kk][j] = ex2_h2(pack_half2(d[8 * kk + 2 * j] - mu[j & 1], d[8 * kk + 2 * j + 1] - mu[j & 1]));
 }
 #endif
 
