@@ -102,6 +102,17 @@ std::vector<float> scores(const float* q, const std::vector<float>& k, int L, fl
   return s;
 }
 
+// Row x through codec c: its rotation R x (exact), the decoded s c[idx] (rotated domain) and the
+// ALU decode's fp16(fp16(c[idx]) * fp16(s)) (the HMUL2 of the fp16 magnitude and scale).
+void encode_row(const tq::quant::VectorCodec& c, const float* x, float* exact, float* dec, float* dec16) {
+  std::vector<uint8_t> rec(c.bytes_per_vector());
+  c.rotation().apply(x, exact);
+  c.encode(x, rec.data());
+  c.centroids(rec.data(), dec);
+  const float s = c.scale(rec.data());
+  for (int i = 0; i < kD; ++i) dec16[i] = round_f16(round_f16(dec[i]) * round_f16(s)), dec[i] *= s;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -124,29 +135,12 @@ int main(int argc, char** argv) {
     std::vector<float> k(size_t(L) * kD), v(size_t(L) * kD), kd(k.size()), vd(v.size()), q(size_t(T) * kD);
     std::vector<float> kc16(k.size()), vc16(v.size());  // fp16(c) * fp16(s): the ALU decode's HMUL2
     std::vector<float> x(kD);
-    std::vector<uint8_t> rec(kc.bytes_per_vector());
     for (int j = 0; j < L; ++j) {
       const float norm = std::exp(0.3f * normal(gen));
       for (float& e : x) e = normal(gen) * norm;
-      kc.rotation().apply(x.data(), &k[size_t(j) * kD]);
-      kc.encode(x.data(), rec.data());
-      kc.centroids(rec.data(), &kd[size_t(j) * kD]);
-      const float sk = kc.scale(rec.data());
-      for (int i = 0; i < kD; ++i) {
-        float& c = kd[size_t(j) * kD + size_t(i)];
-        kc16[size_t(j) * kD + size_t(i)] = round_f16(round_f16(c) * round_f16(sk));
-        c *= sk;
-      }
+      encode_row(kc, x.data(), &k[size_t(j) * kD], &kd[size_t(j) * kD], &kc16[size_t(j) * kD]);
       for (float& e : x) e = normal(gen);
-      vc.rotation().apply(x.data(), &v[size_t(j) * kD]);
-      vc.encode(x.data(), rec.data());
-      vc.centroids(rec.data(), &vd[size_t(j) * kD]);
-      const float sv = vc.scale(rec.data());
-      for (int i = 0; i < kD; ++i) {
-        float& c = vd[size_t(j) * kD + size_t(i)];
-        vc16[size_t(j) * kD + size_t(i)] = round_f16(round_f16(c) * round_f16(sv));
-        c *= sv;
-      }
+      encode_row(vc, x.data(), &v[size_t(j) * kD], &vd[size_t(j) * kD], &vc16[size_t(j) * kD]);
     }
     for (int t = 0; t < T; ++t) {
       for (float& e : x) e = normal(gen) * q_scale;
