@@ -90,8 +90,9 @@ std::vector<double> exact_row(const float* q, const std::vector<float>& k, const
   return o;
 }
 
-// Scores of query q (kD values, already rounded and scaled by qs) against keys k (rounded, scaled
-// by ks), in the log2 domain: the f32 dot product times q_mul / (qs ks).
+// Scores of query q (kD rounded values) against keys k (rounded), in the log2 domain: the f32 dot
+// product times mul (1 where q_mul is already in q; q_mul / (qs ks) for the e4m3 operands scaled
+// by qs and ks).
 std::vector<float> scores(const float* q, const std::vector<float>& k, int L, float mul) {
   std::vector<float> s(static_cast<size_t>(L));
   for (int j = 0; j < L; ++j) {
@@ -104,8 +105,9 @@ std::vector<float> scores(const float* q, const std::vector<float>& k, int L, fl
 
 // Row x through codec c: its rotation R x (exact), the decoded s c[idx] (rotated domain) and the
 // ALU decode's fp16(fp16(c[idx]) * fp16(s)) (the HMUL2 of the fp16 magnitude and scale).
-void encode_row(const tq::quant::VectorCodec& c, const float* x, float* exact, float* dec, float* dec16) {
-  std::vector<uint8_t> rec(c.bytes_per_vector());
+// rec: scratch of c.bytes_per_vector() bytes.
+void encode_row(const tq::quant::VectorCodec& c, const float* x, float* exact, float* dec, float* dec16,
+                std::vector<uint8_t>& rec) {
   c.rotation().apply(x, exact);
   c.encode(x, rec.data());
   c.centroids(rec.data(), dec);
@@ -133,22 +135,21 @@ int main(int argc, char** argv) {
     // Rotated-domain rows: exact (R x) and decoded (s c[idx]) keys and values, the keys' norms
     // spread log-normally as real caches' are.
     std::vector<float> k(size_t(L) * kD), v(size_t(L) * kD), kd(k.size()), vd(v.size()), q(size_t(T) * kD);
-    std::vector<float> kc16(k.size()), vc16(v.size());  // fp16(c) * fp16(s): the ALU decode's HMUL2
+    std::vector<float> k16(k.size()), v16(v.size());  // fp16(c) * fp16(s): the ALU decode's HMUL2
     std::vector<float> x(kD);
+    std::vector<uint8_t> rec(kc.bytes_per_vector());  // (the V codec's records are as long)
     for (int j = 0; j < L; ++j) {
       const float norm = std::exp(0.3f * normal(gen));
       for (float& e : x) e = normal(gen) * norm;
-      encode_row(kc, x.data(), &k[size_t(j) * kD], &kd[size_t(j) * kD], &kc16[size_t(j) * kD]);
+      encode_row(kc, x.data(), &k[size_t(j) * kD], &kd[size_t(j) * kD], &k16[size_t(j) * kD], rec);
       for (float& e : x) e = normal(gen);
-      encode_row(vc, x.data(), &v[size_t(j) * kD], &vd[size_t(j) * kD], &vc16[size_t(j) * kD]);
+      encode_row(vc, x.data(), &v[size_t(j) * kD], &vd[size_t(j) * kD], &v16[size_t(j) * kD], rec);
     }
     for (int t = 0; t < T; ++t) {
       for (float& e : x) e = normal(gen) * q_scale;
       kc.rotation().apply(x.data(), &q[size_t(t) * kD]);
     }
     // The dense kernel's bf16 K / V, and the fp16 decode in e4m3 times a per-head power of two.
-    const std::vector<float>& k16 = kc16;
-    const std::vector<float>& v16 = vc16;
     std::vector<float> kb(k.size()), vb(v.size()), k8(kd.size()), v8(vd.size());
     for (size_t i = 0; i < kd.size(); ++i) kb[i] = round_bf16(k[i]), vb[i] = round_bf16(v[i]);
     const float ks = pow2_scale(k16.data(), k16.size()), vs = pow2_scale(v16.data(), v16.size());
