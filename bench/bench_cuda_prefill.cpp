@@ -11,7 +11,9 @@
 // --records: also the engine's records pass after a conversion (a 4K chunk, non-causal, against
 // 28K keys: dense bf16 and each Hopper TurboQuant decode) and the engine's whole chunk (the same
 // queries causal over their own 4K rows too: bf16 over 32K keys, TurboQuant as the one launch of
-// 28K records + 4K fp16 exact rows rotated back), printed only (not in the CSV).
+// 28K records + 4K fp16 exact rows rotated back; -chunk-ring: the same launch through the ring
+// kernel, prefill_wgmma_ring.cu), printed only (not in the CSV).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -50,7 +52,7 @@ void run_wgmma_table(void* p, void* stream) {
 Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCodecDev& kc,
                   const cuda::TqCodecDev& vc, const std::string& tag,
                   cuda::TqDecode wgmma = cuda::TqDecode::kDefault, int64_t L = 0,
-                  bool causal = true, int64_t tail = 0) {
+                  bool causal = true, int64_t tail = 0, bool ring = false) {
   const int n_head = 32, n_kv = 8, d = 128;
   if (L == 0) L = T;
   const bool tq = fmt == cuda::KvFormat::TurboQuant;
@@ -101,6 +103,10 @@ Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCode
       a.tail_stride = tail, a.tail_len = tail;
     }
   }
+  // ring: the one launch with the ring kernel's workspace (each record tile decoded once per kv head).
+  const size_t ring_bytes = ring ? cuda::prefill_wgmma_ring_bytes(a) : 0;
+  DeviceBuffer ring_ws(&be, std::max<size_t>(ring_bytes, 16));
+  if (ring_bytes > 0) a.ring_ws = ring_ws.data(), a.ring_ws_bytes = ring_bytes;
   // kDefault: prefill_attention()'s own choice; kAlu / kTable: the Hopper kernel directly.
   void (*fn)(void*, void*) = wgmma == cuda::TqDecode::kAlu     ? run_wgmma_alu
                              : wgmma == cuda::TqDecode::kTable ? run_wgmma_table
@@ -190,8 +196,12 @@ int main(int argc, char** argv) {
     // The engine's chunk: 4K queries after 28K records (TurboQuant) + their own 4K exact rows,
     // against bf16 over 32K keys with the chunk last.
     rec.push_back(bench_prefill(*be, cuda::KvFormat::BF16, 4096, kc, vc, "-chunk", cuda::TqDecode::kDefault, 28672, true, 4096));
-    if (wg)
+    if (wg) {
       rec.push_back(bench_prefill(*be, cuda::KvFormat::TurboQuant, 4096, kc, vc, "-chunk", cuda::TqDecode::kAlu, 28672, true, 4096));
+      if (cuda::prefill_wgmma_ring_enabled())  // the same chunk through the ring kernel
+        rec.push_back(bench_prefill(*be, cuda::KvFormat::TurboQuant, 4096, kc, vc, "-chunk-ring",
+                                    cuda::TqDecode::kAlu, 28672, true, 4096, true));
+    }
     double base = 0;
     for (const Row& r : rec) {
       if (r.kernel.rfind("bf16", 0) == 0) base = r.ms;  // each group's bf16 row first

@@ -28,9 +28,10 @@ if(TQ_CUDA)
   list(FILTER _tq_cuda_cpp EXCLUDE REGEX "cuda_unavailable\\.cpp$")
   # Host code (the Backend, cuBLASLt, fmt) is plain .cpp; nvcc sees only kernels and launchers.
   add_library(tq_backend_cuda STATIC ${_tq_cu} ${_tq_cuda_cpp})
-  # The Hopper prefill kernel (wgmma) also builds for sm_90a; its plain sm_90/PTX builds are
+  # The Hopper prefill kernels (wgmma) also build for sm_90a; its plain sm_90/PTX builds are
   # empty and the host code picks it only on an sm_90 device running the sm_90a build.
-  set_source_files_properties(${_tq_cuda_dir}/prefill_wgmma.cu PROPERTIES COMPILE_OPTIONS
+  set_source_files_properties(${_tq_cuda_dir}/prefill_wgmma.cu ${_tq_cuda_dir}/prefill_wgmma_ring.cu
+    PROPERTIES COMPILE_OPTIONS
     "--generate-code=arch=compute_90a,code=sm_90a")
   set_target_properties(tq_backend_cuda PROPERTIES CUDA_ARCHITECTURES "${TQ_CUDA_ARCHS}"
     CUDA_STANDARD 20 CUDA_EXTENSIONS OFF CUDA_RUNTIME_LIBRARY Static

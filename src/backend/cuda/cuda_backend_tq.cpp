@@ -240,8 +240,15 @@ void CudaBackend::tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& k
   const int64_t q_floats = a.q_rotated ? 0 : up(row_f);
   const int64_t part_floats = fused ? 0 : 2 * up(row_f) + 2 * up(rows);
   const int64_t copy_elems = a.n_exact > 0 ? 2 * e_elems : 0;
-  tq_grow(tq_scratch_, size_t(q_floats + part_floats) * sizeof(float) + size_t(copy_elems) * 2);
+  // The one launch's ring of decoded record tiles (prefill_wgmma_ring_bytes; 0 when not taken).
+  const size_t ring_at = (size_t(q_floats + part_floats) * sizeof(float) + size_t(copy_elems) * 2 + 1023) / 1024 * 1024;
+  const size_t ring_bytes = fused ? cuda::prefill_wgmma_ring_bytes(one) : 0;
+  tq_grow(tq_scratch_, ring_at + ring_bytes);
   float* scratch = static_cast<float*>(tq_scratch_.p);
+  if (ring_bytes > 0) {
+    one.ring_ws = static_cast<uint8_t*>(tq_scratch_.p) + ring_at;
+    one.ring_ws_bytes = ring_bytes;
+  }
   float* q_rot = a.q_rotated ? nullptr : scratch;
   float* out_a = scratch + q_floats;
   float* out_b = out_a + up(row_f);

@@ -3,6 +3,7 @@
 // with an optional log-sum-exp output so partial attentions over disjoint key sets can be merged.
 // Plain C++ (no CUDA types): host .cpp files include it. Pointers are device memory.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "backend/cuda/kernel_choice.h"
@@ -44,6 +45,11 @@ struct PrefillAttnArgs {
   const uint16_t* tail_k = nullptr;
   const uint16_t* tail_v = nullptr;
   int64_t tail_stride = 0, tail_len = 0;
+  // Optional device workspace of ring_ws_bytes >= prefill_wgmma_ring_bytes(*this) (prefill_wgmma.h):
+  // the one-launch variant then decodes each record tile once per kv head into it and every block
+  // loads the tiles from there. Null: each block decodes the record tiles it reads.
+  void* ring_ws = nullptr;
+  size_t ring_ws_bytes = 0;
 };
 
 // Queues the attention on `stream` (a cudaStream_t). Throws tq::Error for a shape or format the

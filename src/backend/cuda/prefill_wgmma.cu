@@ -15,9 +15,10 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/kv_tensor_map.h"
 #include "backend/cuda/prefill_wgmma.h"
+#include "backend/cuda/prefill_wgmma_consumer.cuh"
 #include "backend/cuda/prefill_wgmma_ops.cuh"
+#include "backend/cuda/prefill_wgmma_params.cuh"
 #include "backend/cuda/prefill_wgmma_probe.cuh"
-#include "backend/cuda/prefill_wgmma_softmax.cuh"
 #include "backend/cuda/prefill_wgmma_tq.cuh"
 
 namespace tq::cuda {
@@ -41,11 +42,6 @@ constexpr bool kTqAluDefault = true;
 #define TQ_WG_PROD_REGS (TQ_WG_ALU_PRODUCERS == 2 ? 48 : 56)
 #endif
 
-constexpr int kD = 128, kBM = 128, kBN = 128;
-constexpr int kTileBytes = kBN * kD * 2;      // one K or V tile (16-bit values)
-constexpr int kQBytes = kBM * kD * 2;
-constexpr float kLog2e = 1.4426950408889634f;
-
 // Shared memory: Q | kStages x (K, V) tiles | TurboQuant: 2 raw stages (K codes, V codes, K
 // scales, V scales), the byte-pair table (256 half2 x 32 lane copies) or the ALU decode's 8
 // centroid magnitudes (half2 pairs) | mbarriers.
@@ -56,8 +52,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 // the output rotated back by R_v^T (the engine's whole chunk attention in one launch:
 // PrefillAttnArgs::rotate_back).
 enum WgMode { kDense = 0, kTqTable = 1, kTqAlu = 2, kTqAluTail = 3 };
-struct WgParams;
-struct WgTailParams;
 template <int kMode>
 struct WgCfg {
   static constexpr bool kTq = kMode != kDense;
@@ -93,63 +87,6 @@ struct WgCfg {
                 kProdWgs * kProdRegs + 2 * kConsRegs == (kProdWgs + 2) * kBase);
   static_assert(kSmemBytes <= 232448, "over the sm_90 shared memory limit");
 };
-
-struct WgParams {
-  // Dense K / V as 3-D tensor maps ({128 columns, L rows, n_kv heads}, 64 x 128 boxes, 128B
-  // swizzle: one box is one half of a tile in the consumers' layout, rows past L read as zeros);
-  // tma = 0: the producer warpgroup's cp.async copies instead (TQ_PREFILL_TMA=0). kTqAluTail:
-  // the maps are of its exact rows (tk, tv), tiles after the records.
-  CUtensorMap tmk, tmv;
-  int tma;
-  const float* q;
-  float* out;
-  float* lse;
-  const uint8_t* k;  // bf16 rows or packed 4-bit codes
-  const uint8_t* v;
-  const uint16_t* k_scale;  // TurboQuant fp16 scales
-  const uint16_t* v_scale;
-  int64_t head_stride;
-  int T, L, off;  // off = q_pos0 - k_pos0
-  int n_head, group;
-  bool causal;
-  float q_mul;  // scale * log2(e)
-  uint32_t v_lbo, v_sbo;  // V descriptor: 64-column half stride, 8-key group stride (bytes)
-  float cent[16];         // TurboQuant centroids (one codebook for K and V)
-};
-
-// kTqAluTail: W exact fp16 rows after the L records ([n_kv][t_head_stride][128], keys L .. L + W - 1,
-// position offset off - L under the same causal rule), and the V codec's signs of
-// R_v = D_out H D_in / sqrt(128) for the output's rotation back (bit i of word i / 32).
-struct WgTailParams : WgParams {
-  const uint8_t* tk;
-  const uint8_t* tv;
-  int64_t t_head_stride;
-  int W;
-  uint32_t sign_in[4], sign_out[4];
-};
-
-// The exact rows of a kTqAluTail launch (0 for the other variants, whose tiles are all records).
-template <typename P>
-__device__ __forceinline__ int exact_rows(const P& p) {
-  if constexpr (std::is_same_v<P, WgTailParams>)
-    return p.W;
-  else
-    return 0;
-}
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// A tile's K and V (two 64-column halves each) as 4 TMA boxes from the maps' rows y .. y + 127 of
-// head z into stage ks, completing on bar.
-__device__ __forceinline__ void tma_kv_tile(uint8_t* ks, const CUtensorMap* mk, const CUtensorMap* mv,
-                                            int y, int z, uint64_t* bar) {
-  mbar_expect_tx(bar, 2 * kTileBytes);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    tma_load_3d(ks + h * (kTileBytes / 2), mk, 64 * h, y, z, bar);
-    tma_load_3d(ks + kTileBytes + h * (kTileBytes / 2), mv, 64 * h, y, z, bar);
-  }
-}
-#endif
 
 template <int kMode>
 __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
@@ -410,112 +347,8 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
 
   // ---- Consumers: warpgroup cw owns rows r0 .. r0 + 63.
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(C::kConsRegs));
-  const int cw = wg - C::kProdWgs, ct = tid & 127, warp = ct >> 5, lane = tid & 31;
-  const int g = lane >> 2, c4 = lane & 3;
-  const int r0 = m0 + cw * 64;
-  for (int i = ct; i < 64 * 16; i += 128) {
-    const int r = i >> 4, c = i & 15, t = r0 + r;
-    uint4 w = make_uint4(0, 0, 0, 0);
-    if (t < p.T) {
-      const float4* src = reinterpret_cast<const float4*>(p.q + (int64_t(t) * p.n_head + h) * kD + c * 8);
-      const float4 a = __ldg(src), b = __ldg(src + 1);
-      const float s = p.q_mul;
-      w = make_uint4(pack16<kTq>(a.x * s, a.y * s), pack16<kTq>(a.z * s, a.w * s),
-                     pack16<kTq>(b.x * s, b.y * s), pack16<kTq>(b.z * s, b.w * s));
-    }
-    *reinterpret_cast<uint4*>(qs + sw128(cw * 64 + r, c, kBM)) = w;
-  }
-  proxy_fence();
-  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + cw) : "memory");
-
-  const uint32_t q_addr = smem_u32(qs) + cw * 64 * 128, kv_addr = smem_u32(kv);
-  float o[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
-  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
-  const int row0 = r0 + warp * 16 + g;  // this thread's rows: row0, row0 + 8
-
-  // A tile's key count and position offset: kTqAluTail's exact-row tiles have their own (each
-  // written where the other variants read p.L / p.off, which keeps their code as it was).
-  const auto lim = [&](int it) { return C::kTail && it >= n_rec ? exact_rows(p) : p.L; };
-  const auto off = [&](int it) { return C::kTail && it >= n_rec ? p.off - p.L : p.off; };
-  for (int it = 0; it < n_tiles; ++it) {
-    const int s = it % kStages, n0 = (C::kTail && it >= n_rec ? it - n_rec : it) * kBN;
-    long long pr = probe_clock();
-    mbar_wait(full + s, (it / kStages) & 1);
-    probe_lap(ct == 0, kPrConsFull, pr), probe_count(ct == 0, kPrConsTiles);
-    const bool skip = p.causal && n0 > off(it) + r0 + 63;
-    if (!skip) {
-      const uint32_t k_addr = kv_addr + s * 2 * kTileBytes, v_addr = k_addr + kTileBytes;
-      float d[64];
-      wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk) {
-        const uint32_t half = kk >> 2, col = (kk & 3) * 32;
-        wgmma_ss<kTq>(d, desc(q_addr + half * kBM * 128 + col, 16, 1024),
-                 desc(k_addr + half * kBN * 128 + col, 16, 1024), kk > 0);
-      }
-      wg_commit();
-      wg_wait0();
-      keep(d);
-      probe_lap(ct == 0, kPrConsS, pr), probe_count(ct == 0, kPrConsDone);
-      const bool need_mask = n0 + kBN > lim(it) || (p.causal && n0 + kBN - 1 > off(it) + r0);
-      if (need_mask) {
-#pragma unroll
-        for (int i = 0; i < 16; ++i)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int t = row0 + (e >> 1) * 8, j = n0 + i * 8 + 2 * c4 + (e & 1);
-            const bool vis = j < lim(it) && (!p.causal || j <= off(it) + t);
-            if (!vis) d[4 * i + e] = -INFINITY;
-          }
-      }
-      uint32_t pa[kBN / 16][4];
-      softmax_step<kTq>(d, o, m_run, l_run, pa);
-      probe_lap(ct == 0, kPrConsSoftmax, pr);
-      if constexpr (C::kSplitKV) mbar_wait(full_v + s, (it / kStages) & 1);
-      wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < kBN / 16; ++kk)
-        wgmma_rs<kTq>(o, pa[kk], desc(v_addr + kk * 16 * 128, p.v_lbo, p.v_sbo));
-      wg_commit();
-      wg_wait0();
-      keep(o);
-      probe_lap(ct == 0, kPrConsPV, pr);
-    }
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty + s);
-  }
-
-  // ---- Normalize and store rows row0, row0 + 8.
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float l = l_run[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int t = row0 + 8 * r;
-    if constexpr (C::kTail) {
-      // Rotated back by R_v^T before the store (the quad's shuffles run for every row).
-      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-      float v[32];
-#pragma unroll
-      for (int i = 0; i < 32; ++i) v[i] = o[4 * (i >> 1) + 2 * r + (i & 1)] * inv;
-      wgtq::rotate_back_quad(v, c4, p.sign_in, p.sign_out);
-      if (t >= p.T) continue;
-      float* dst = p.out + (int64_t(t) * p.n_head + h) * kD + 2 * c4;
-#pragma unroll
-      for (int i = 0; i < 16; ++i) *reinterpret_cast<float2*>(dst + i * 8) = make_float2(v[2 * i], v[2 * i + 1]);
-    } else {
-      if (t >= p.T) continue;
-      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-      float* dst = p.out + (int64_t(t) * p.n_head + h) * kD + 2 * c4;
-#pragma unroll
-      for (int i = 0; i < 16; ++i)
-        *reinterpret_cast<float2*>(dst + i * 8) = make_float2(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
-    }
-    if (p.lse && c4 == 0)
-      p.lse[int64_t(t) * p.n_head + h] = l > 0.0f ? (m_run[r] + log2f(l)) * 0.6931471805599453f : -INFINITY;
-  }
+  wg_consume<kTq, C::kTail, kStages, C::kSplitKV>(p, {h, m0, n_rec, n_tiles}, 0, wg - C::kProdWgs,
+                                                   tid, qs, kv, full, empty, full_v);
 #endif
 }
 
@@ -691,6 +524,7 @@ void prefill_attention_wgmma(const PrefillAttnArgs& a, void* stream, TqDecode de
              encode_kv_map(&tp.tmk, a.tail_k, a.tail_len, a.tail_stride, a.n_head_kv) &&
              encode_kv_map(&tp.tmv, a.tail_v, a.tail_len, a.tail_stride, a.n_head_kv);
     for (int i = 0; i < 4; ++i) tp.sign_in[i] = a.v_codec->sign_in[i], tp.sign_out[i] = a.v_codec->sign_out[i];
+    if (prefill_wgmma_ring_enabled() && prefill_attention_wgmma_ring(a, tp, stream)) return;
     return launch_wgmma<kTqAluTail>(tp, a.T, a.n_head, as_stream(stream));
   }
   if (!tq) {

@@ -4,6 +4,7 @@
 // prefill_attention() routes to it when it applies and is enabled.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "backend/cuda/prefill_attention.h"
@@ -44,6 +45,16 @@ bool prefill_wgmma_alu_decodes(const float (&centroids)[16]);
 // rows: PrefillAttnArgs): handled, available, and not turned off by TQ_PREFILL_ONE_LAUNCH=0 (the
 // A/B baseline: the caller then runs records and rows as two launches, merges and rotates).
 bool prefill_wgmma_one_launch(const PrefillAttnArgs& a, void* stream = nullptr);
+
+// The ring kernel of the one-launch variant (prefill_wgmma_ring.cu): each record tile decoded once
+// per kv head by one block into a ring of fp16 tiles in global memory, which all the kv head's
+// blocks load by TMA (a persistent grid, group x query blocks blocks a kv head, up to the SM
+// count). On unless TQ_PREFILL_RING=0. ring_bytes: the workspace `a` needs for it (PrefillAttnArgs::
+// ring_ws; bounded by the SM count: 2 tiles of 64 KB a block), 0 when the kernel does not take `a`
+// (records not seen by every query block, fewer than 32 or more than the SM count of blocks a kv
+// head, the variant off).
+bool prefill_wgmma_ring_enabled();
+size_t prefill_wgmma_ring_bytes(const PrefillAttnArgs& a);
 
 // Probe builds (-DTQ_WG_WAIT_PROBE=1 for prefill_wgmma.cu): the clock64 cycles the launches since
 // the last call spent waiting, per tile (consumers for a full stage; producers for their codes,

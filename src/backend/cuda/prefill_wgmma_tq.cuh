@@ -79,6 +79,17 @@ __device__ __forceinline__ void decode8(uint32_t w, const uint32_t (&pl)[4], uin
   }
 }
 
+// A row's byte planes (decode8's pl): the 8 magnitudes mh (magnitude_pair) times the row's scale
+// s2 (half2 of the fp16 scale twice), low bytes then high bytes. fp16 rounding is symmetric, so
+// sign(c) * fp16(|c| s) equals fp16(c s) bit for bit (4 HMUL2 + 4 prmt a row, not 16 HMUL2).
+__device__ __forceinline__ void row_planes(const uint32_t (&mh)[4], uint32_t s2, uint32_t (&sp)[4]) {
+  uint32_t ms[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) ms[i] = hmul2(mh[i], s2);
+  sp[0] = prmt_s(ms[0], ms[1], 0x6420u), sp[1] = prmt_s(ms[2], ms[3], 0x6420u);
+  sp[2] = prmt_s(ms[0], ms[1], 0x7531u), sp[3] = prmt_s(ms[2], ms[3], 0x7531u);
+}
+
 // Lane roles of the ALU decode on the raw codes as the bulk copies leave them (row r at r * 64,
 // 16-byte chunk q = codes 32q .. 32q + 31 at + 16 q). Quarter warp k4 (lanes 8 k4 .. 8 k4 + 7, the
 // unit of a 16-byte shared access), lane x = (lane & 7) >> 1: row 4 (k4 >> 1) + x of the warp's 8,
@@ -121,14 +132,8 @@ __device__ __forceinline__ void tq_decode_tile_alu(const uint8_t* rs, uint8_t* k
       code = *reinterpret_cast<const uint4*>(cb + wn * kCodeBytes + kn * 32 * 64);
       s2 = sb[wn * kRows + kn * 32];
     }
-    // The row's scale goes into the magnitudes (mh: magnitude_pair), then into planes (4 HMUL2 + 4
-    // prmt a row instead of 16 HMUL2): fp16 rounding is symmetric, so sign(c) * fp16(|c| s)
-    // equals fp16(c s) bit for bit.
-    uint32_t ms[4], sp[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) ms[i] = hmul2(mh[i], s_cur);
-    sp[0] = prmt_s(ms[0], ms[1], 0x6420u), sp[1] = prmt_s(ms[2], ms[3], 0x6420u);
-    sp[2] = prmt_s(ms[0], ms[1], 0x7531u), sp[3] = prmt_s(ms[2], ms[3], 0x7531u);
+    uint32_t sp[4];
+    row_planes(mh, s_cur, sp);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       uint32_t o[4];
@@ -139,6 +144,36 @@ __device__ __forceinline__ void tq_decode_tile_alu(const uint8_t* rs, uint8_t* k
 #endif
       *reinterpret_cast<uint4*>(ks + o0 + which * kTileBytes + k * 32 * 128 + ((x0 ^ j) << 4)) =
           make_uint4(o[0], o[1], o[2], o[3]);
+    }
+  }
+}
+
+// ALU decode of one 128-key tile of K or V from global memory (codes: row r's 64 bytes at r * 64;
+// scales: fp16 per row) to plain fp16 rows at dst (row r's 256 bytes at r * 256; the ring of
+// prefill_wgmma_ring.cu), rows at or past `rows` as zeros; the 128 threads of a warpgroup (tid),
+// 16-byte code chunk tid & 7 of rows tid >> 3, + 16, ... (a warp reads 4 whole rows: coalesced).
+// Same bits as tq_decode_tile_alu.
+__device__ __forceinline__ void tq_decode_rows_global(const uint8_t* codes, const uint16_t* scales,
+                                                      int rows, uint8_t* dst, int tid,
+                                                      const uint32_t (&mh)[4]) {
+  const int q = tid & 7;
+#pragma unroll 2
+  for (int r = tid >> 3; r < kRows; r += 16) {
+    uint4 code = make_uint4(0, 0, 0, 0);
+    uint32_t s2 = 0;
+    if (r < rows) {
+      code = __ldg(reinterpret_cast<const uint4*>(codes + r * 64 + q * 16));
+      const uint32_t sc = __ldg(scales + r);
+      s2 = sc | sc << 16;
+    }
+    uint32_t sp[4];
+    row_planes(mh, s2, sp);
+    const uint32_t words[4] = {code.x, code.y, code.z, code.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      uint32_t o[4];
+      decode8(words[j], sp, o);
+      *reinterpret_cast<uint4*>(dst + r * 256 + q * 64 + j * 16) = make_uint4(o[0], o[1], o[2], o[3]);
     }
   }
 }

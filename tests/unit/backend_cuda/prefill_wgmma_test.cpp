@@ -107,7 +107,10 @@ float half_bits(uint16_t b) {
 // the rows' values as one key array, and its output rows are rotated back by the V codec's R^T
 // in double.
 enum class Codebook { kCodec, kRandom, kRandomSymmetric };
-void check_tq(Backend& be, const WgCase& c, Codebook book = Codebook::kCodec, int64_t W = -1) {
+// want_ring: the shape is one the ring kernel takes (prefill_wgmma_ring_bytes > 0), which then
+// runs too.
+void check_tq(Backend& be, const WgCase& c, Codebook book = Codebook::kCodec, int64_t W = -1,
+              bool want_ring = false) {
   const bool one = W >= 0;
   W = std::max<int64_t>(W, 0);
   constexpr int d = 128;
@@ -218,8 +221,27 @@ void check_tq(Backend& be, const WgCase& c, Codebook book = Codebook::kCodec, in
       cuda::prefill_attention(a);  // the engine's entry point: routes to the fused variant
     }
     cuda::check_last_launch("prefill_attention (TurboQuant + exact rows)");
-    compare(ca, "tq4 one launch, rotated back", from_dev(be, od, ref.size()),
-            from_dev(be, ld, lref.size()), ref, lref);
+    const auto out = from_dev(be, od, ref.size()), lse = from_dev(be, ld, lref.size());
+    compare(ca, "tq4 one launch, rotated back", out, lse, ref, lref);
+    // The ring kernel (each record tile decoded once per kv head) where it takes the shape: with
+    // its full workspace and with an eighth of it (fewer slots, so they are reused), against the
+    // reference and bit for bit against the blocks' own decode above.
+    const size_t ring = cuda::prefill_wgmma_ring_bytes(a);
+    EXPECT_EQ(ring > 0, want_ring) << "T=" << c.T << " heads " << c.n_head << "/" << c.n_kv;
+    for (const size_t ws : {ring, ring / 8}) {
+      if (ring == 0) break;
+      DeviceBuffer wd(&be, ws), o2 = poisoned(be, ref.size()), l2 = poisoned(be, lref.size());
+      a.ring_ws = wd.data(), a.ring_ws_bytes = ws, a.out = o2.f32(), a.lse = l2.f32();
+      for (int rep = 0; rep < 2; ++rep) {
+        cuda::poison_shared_memory();
+        cuda::prefill_attention(a);
+      }
+      cuda::check_last_launch("prefill_attention (TurboQuant + exact rows, ring)");
+      const auto out2 = from_dev(be, o2, ref.size()), lse2 = from_dev(be, l2, lref.size());
+      compare(ca, ws == ring ? "tq4 ring" : "tq4 ring, reused slots", out2, lse2, ref, lref);
+      EXPECT_EQ(std::memcmp(out.data(), out2.data(), out.size() * sizeof(float)), 0) << "ring output differs";
+      EXPECT_EQ(std::memcmp(lse.data(), lse2.data(), lse.size() * sizeof(float)), 0) << "ring lse differs";
+    }
     return;
   }
   ASSERT_TRUE(cuda::prefill_wgmma_handles(a));
@@ -330,6 +352,24 @@ TEST(CudaPrefillWgmma, TurboQuantWithExactRowsMatchesCpuReference) {
   check_tq(*be, {8, 2, 500, 400, 100}, Codebook::kCodec, 0);    // records hold the chunk (causal)
   check_tq(*be, {8, 2, 300, 0, 0}, Codebook::kCodec, 300);      // rows only (no records yet)
   check_tq(*be, {8, 2, 64, 128, 128}, Codebook::kRandom, 64);   // refused: not symmetric
+}
+
+// The ring kernel (prefill_wgmma_ring.cu): grids of group x query blocks >= 32 blocks a kv head,
+// one or several rings, records before the chunk with its rows after them (causal, partial tiles
+// on both sides, T not a multiple of 128), older rows in the window, records only, non-causal.
+TEST(CudaPrefillWgmma, RingDecodeMatchesCpuReference) {
+  TQ_REQUIRE_GPU();
+  auto be = make_cuda_backend();
+  if (!cuda::prefill_wgmma_available()) GTEST_SKIP() << "not an sm_90 device";
+  if (const char* e = std::getenv("TQ_PREFILL_ONE_LAUNCH"); e && *e == '0')
+    GTEST_SKIP() << "the one-launch variant is turned off (TQ_PREFILL_ONE_LAUNCH=0)";
+  if (!cuda::prefill_wgmma_ring_enabled()) GTEST_SKIP() << "turned off (TQ_PREFILL_RING=0)";
+  check_tq(*be, {8, 1, 500, 700, 700}, Codebook::kCodec, 500, true);       // 32 blocks, one ring
+  check_tq(*be, {16, 2, 512, 1100, 1100}, Codebook::kCodec, 512, true);    // two rings
+  check_tq(*be, {8, 1, 1000, 1500, 1700}, Codebook::kCodec, 1200, true);   // 200 older rows
+  check_tq(*be, {32, 2, 640, 600, 600}, Codebook::kCodec, 0, true);        // records only, 2 kv heads a ring
+  check_tq(*be, {8, 1, 512, 600, 0, 0, false}, Codebook::kRandomSymmetric, 100, true);  // non-causal
+  check_tq(*be, {8, 2, 256, 900, 900}, Codebook::kCodec, 256, false);      // 16 blocks a kv head: not taken
 }
 
 }  // namespace
