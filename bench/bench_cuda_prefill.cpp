@@ -12,7 +12,8 @@
 // 28K keys: dense bf16 and each Hopper TurboQuant decode) and the engine's whole chunk (the same
 // queries causal over their own 4K rows too: bf16 over 32K keys, TurboQuant as the one launch of
 // 28K records + 4K fp16 exact rows rotated back; -chunk-ring: the same launch through the ring
-// kernel, prefill_wgmma_ring.cu), printed only (not in the CSV).
+// kernel, prefill_wgmma_ring.cu; -chunk512: the same for a 512-token chunk), printed only (not in
+// the CSV).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -194,13 +195,16 @@ int main(int argc, char** argv) {
       for (cuda::TqDecode dv : {cuda::TqDecode::kTable, cuda::TqDecode::kAlu})
         rec.push_back(bench_prefill(*be, cuda::KvFormat::TurboQuant, 4096, kc, vc, "-rec", dv, 28672, false));
     // The engine's chunk: 4K queries after 28K records (TurboQuant) + their own 4K exact rows,
-    // against bf16 over 32K keys with the chunk last.
-    rec.push_back(bench_prefill(*be, cuda::KvFormat::BF16, 4096, kc, vc, "-chunk", cuda::TqDecode::kDefault, 28672, true, 4096));
-    if (wg) {
-      rec.push_back(bench_prefill(*be, cuda::KvFormat::TurboQuant, 4096, kc, vc, "-chunk", cuda::TqDecode::kAlu, 28672, true, 4096));
+    // against bf16 over 32K keys with the chunk last; then a 512-token chunk (the validation
+    // runner's) after 28K records the same way.
+    for (const int64_t T : {int64_t(4096), int64_t(512)}) {
+      const std::string tag = T == 4096 ? "-chunk" : "-chunk512";
+      rec.push_back(bench_prefill(*be, cuda::KvFormat::BF16, T, kc, vc, tag, cuda::TqDecode::kDefault, 28672, true, T));
+      if (!wg) continue;
+      rec.push_back(bench_prefill(*be, cuda::KvFormat::TurboQuant, T, kc, vc, tag, cuda::TqDecode::kAlu, 28672, true, T));
       if (cuda::prefill_wgmma_ring_enabled())  // the same chunk through the ring kernel
-        rec.push_back(bench_prefill(*be, cuda::KvFormat::TurboQuant, 4096, kc, vc, "-chunk-ring",
-                                    cuda::TqDecode::kAlu, 28672, true, 4096, true));
+        rec.push_back(bench_prefill(*be, cuda::KvFormat::TurboQuant, T, kc, vc, tag + "-ring",
+                                    cuda::TqDecode::kAlu, 28672, true, T, true));
     }
     double base = 0;
     for (const Row& r : rec) {

@@ -51,7 +51,7 @@ bool prefill_wgmma_one_launch(const PrefillAttnArgs& a, void* stream = nullptr);
 // blocks load by TMA (a persistent grid, group x query blocks blocks a kv head, up to the SM
 // count). On unless TQ_PREFILL_RING=0. ring_bytes: the workspace `a` needs for it (PrefillAttnArgs::
 // ring_ws; bounded by the SM count: 2 tiles of 64 KB a block), 0 when the kernel does not take `a`
-// (records not seen by every query block, fewer than 32 or more than the SM count of blocks a kv
+// (records not seen by every query block, fewer than 8 or more than the SM count of blocks a kv
 // head, the variant off).
 bool prefill_wgmma_ring_enabled();
 size_t prefill_wgmma_ring_bytes(const PrefillAttnArgs& a);

@@ -183,8 +183,10 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_ring_kernel(const __grid_
 }
 
 // The grid's layout for `a`, or false when the ring kernel does not take it: records seen by every
-// query block (so every block of a ring loads the same tiles), gr = group x query blocks from 32 to
-// the SM count, and slots per ring from 4 to 2 gr within ws_bytes (any size when ws_bytes is 0).
+// query block (so every block of a ring loads the same tiles), gr = group x query blocks from
+// kMinBlocks to the SM count, and slots per ring from 4 to 2 gr within ws_bytes (any size when ws_bytes is 0).
+// Fewer blocks a kv head would each decode a larger share of its tiles (up to a quarter).
+constexpr int kMinBlocks = 8;
 struct RingPlan {
   int rings, gr, slots, nqb;
 };
@@ -207,7 +209,7 @@ bool ring_plan(const PrefillAttnArgs& a, size_t ws_bytes, RingPlan* plan) {
   if (a.L <= 0 || !a.rotate_back || (a.causal && off + kBM < a.L)) return false;
   const int64_t nqb = (a.T + kBM - 1) / kBM, group = a.n_head / a.n_head_kv;
   const int64_t gr = group * nqb, sms = sm_count();
-  if (gr < 32 || gr > sms) return false;
+  if (gr < kMinBlocks || gr > sms) return false;
   const int rings = int(std::min<int64_t>(a.n_head_kv, sms / gr));
   int slots = int(2 * gr);
   if (ws_bytes > 0)

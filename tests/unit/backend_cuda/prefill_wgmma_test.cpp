@@ -354,7 +354,7 @@ TEST(CudaPrefillWgmma, TurboQuantWithExactRowsMatchesCpuReference) {
   check_tq(*be, {8, 2, 64, 128, 128}, Codebook::kRandom, 64);   // refused: not symmetric
 }
 
-// The ring kernel (prefill_wgmma_ring.cu): grids of group x query blocks >= 32 blocks a kv head,
+// The ring kernel (prefill_wgmma_ring.cu): grids of group x query blocks >= 8 blocks a kv head,
 // one or several rings, records before the chunk with its rows after them (causal, partial tiles
 // on both sides, T not a multiple of 128), older rows in the window, records only, non-causal.
 TEST(CudaPrefillWgmma, RingDecodeMatchesCpuReference) {
@@ -369,7 +369,8 @@ TEST(CudaPrefillWgmma, RingDecodeMatchesCpuReference) {
   check_tq(*be, {8, 1, 1000, 1500, 1700}, Codebook::kCodec, 1200, true);   // 200 older rows
   check_tq(*be, {32, 2, 640, 600, 600}, Codebook::kCodec, 0, true);        // records only, 2 kv heads a ring
   check_tq(*be, {8, 1, 512, 600, 0, 0, false}, Codebook::kRandomSymmetric, 100, true);  // non-causal
-  check_tq(*be, {8, 2, 256, 900, 900}, Codebook::kCodec, 256, false);      // 16 blocks a kv head: not taken
+  check_tq(*be, {8, 2, 256, 900, 900}, Codebook::kCodec, 256, true);       // 8 blocks a kv head
+  check_tq(*be, {4, 2, 100, 900, 900}, Codebook::kCodec, 100, false);      // 2 blocks a kv head: not taken
 }
 
 }  // namespace
