@@ -151,14 +151,14 @@ __device__ __forceinline__ void tq_decode_tile_alu(const uint8_t* rs, uint8_t* k
 // ALU decode of one 128-key tile of K or V from global memory (codes: row r's 64 bytes at r * 64;
 // scales: fp16 per row) to plain fp16 rows at dst (row r's 256 bytes at r * 256; the ring of
 // prefill_wgmma_ring.cu), rows at or past `rows` as zeros; the 128 threads of a warpgroup (tid),
-// 16-byte code chunk tid & 7 of rows tid >> 3, + 16, ... (a warp reads 4 whole rows: coalesced).
-// Same bits as tq_decode_tile_alu.
+// 16-byte code chunk tid & 3 (codes 32 q .. 32 q + 31, fp16 bytes 64 q ..) of rows tid >> 2, + 32,
+// ... (a warp reads 8 whole rows: coalesced). Same bits as tq_decode_tile_alu.
 __device__ __forceinline__ void tq_decode_rows_global(const uint8_t* codes, const uint16_t* scales,
                                                       int rows, uint8_t* dst, int tid,
                                                       const uint32_t (&mh)[4]) {
-  const int q = tid & 7;
+  const int q = tid & 3;
 #pragma unroll 2
-  for (int r = tid >> 3; r < kRows; r += 16) {
+  for (int r = tid >> 2; r < kRows; r += 32) {
     uint4 code = make_uint4(0, 0, 0, 0);
     uint32_t s2 = 0;
     if (r < rows) {
