@@ -115,6 +115,7 @@ Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCode
   cuda_synchronize();
   fn(&a, nullptr);
   cuda::check_last_launch("prefill_attention");
+  cuda_synchronize();  // (the timing runs on another stream: launches sharing a ring must not overlap)
   const int per_graph = T >= 16384 ? 2 : 10;
   cuda::prefill_wgmma_probe_report();  // (probe builds: drop the warm-up launch's sums)
   const double ms = cuda::time_graph_ms(fn, &a, per_graph, 7);
@@ -127,6 +128,17 @@ Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCode
     cuda_synchronize();
     be.download(y.data(), out.data(), y.size());
     std::printf("  (ALU decode output %s the table decode's)\n",
+                std::memcmp(x.data(), y.data(), x.size()) == 0 ? "bit-identical to" : "DIFFERS from");
+  }
+  if (ring_bytes > 0) {  // sanity: the same bits as the blocks' own decode
+    std::vector<uint8_t> x(q_elems * 4), y(q_elems * 4);
+    cuda_synchronize();
+    be.download(x.data(), out.data(), x.size());
+    a.ring_ws = nullptr, a.ring_ws_bytes = 0;
+    fn(&a, nullptr);
+    cuda_synchronize();
+    be.download(y.data(), out.data(), y.size());
+    std::printf("  (ring output %s the blocks' own decode's)\n",
                 std::memcmp(x.data(), y.data(), x.size()) == 0 ? "bit-identical to" : "DIFFERS from");
   }
   Row r;

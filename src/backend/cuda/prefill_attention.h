@@ -47,7 +47,8 @@ struct PrefillAttnArgs {
   int64_t tail_stride = 0, tail_len = 0;
   // Optional device workspace of ring_ws_bytes >= prefill_wgmma_ring_bytes(*this) (prefill_wgmma.h):
   // the one-launch variant then decodes each record tile once per kv head into it and every block
-  // loads the tiles from there. Null: each block decodes the record tiles it reads.
+  // loads the tiles from there (launches sharing a workspace must not overlap: one stream). Null:
+  // each block decodes the record tiles it reads.
   void* ring_ws = nullptr;
   size_t ring_ws_bytes = 0;
 };
