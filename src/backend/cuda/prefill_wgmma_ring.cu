@@ -270,7 +270,12 @@ bool prefill_attention_wgmma_ring(const PrefillAttnArgs& a, const WgTailParams& 
   attr_coop.val.cooperative = 1;
   cfg.attrs = &attr_coop;
   cfg.numAttrs = 1;
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, prefill_ring_kernel, p));
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, prefill_ring_kernel, p);
+  if (e == cudaErrorCooperativeLaunchTooLarge) {  // fewer SMs usable (MPS limits): the per-block decode
+    (void)cudaGetLastError();
+    return false;
+  }
+  CUDA_CHECK(e);
   return true;
 }
 
