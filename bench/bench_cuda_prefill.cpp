@@ -50,6 +50,16 @@ void run_wgmma_table(void* p, void* stream) {
                                 cuda::TqDecode::kTable);
 }
 
+// One launch on the legacy stream (time_median_ms's events bracket each call).
+struct PlainCall {
+  void (*fn)(void*, void*);
+  void* args;
+};
+void run_plain(void* c) {
+  const auto* p = static_cast<const PlainCall*>(c);
+  p->fn(p->args, nullptr);
+}
+
 Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCodecDev& kc,
                   const cuda::TqCodecDev& vc, const std::string& tag,
                   cuda::TqDecode wgmma = cuda::TqDecode::kDefault, int64_t L = 0,
@@ -120,6 +130,11 @@ Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCode
   cuda::prefill_wgmma_probe_report();  // (probe builds: drop the warm-up launch's sums)
   const double ms = cuda::time_graph_ms(fn, &a, per_graph, 7);
   if (const std::string pr = cuda::prefill_wgmma_probe_report(); !pr.empty()) std::printf("  (%s)\n", pr.c_str());
+  if (tail > 0) {  // the chunk rows also timed one launch at a time, outside a graph
+    PlainCall pc{fn, &a};
+    std::printf("  (%s%s chunk, one launch at a time on the legacy stream: %.3f ms)\n", tq ? "tq4" : "bf16",
+                ring_bytes > 0 ? " ring" : "", cuda::time_median_ms(run_plain, &pc, 3, 15));
+  }
   if (wgmma == cuda::TqDecode::kAlu && T <= 4096 && tail == 0) {  // sanity: the same bits as the table decode
     std::vector<uint8_t> x(q_elems * 4), y(q_elems * 4);
     cuda_synchronize();
