@@ -5,7 +5,9 @@
 // stages, the ALU decode by two producer warpgroups of 64 keys a tile each, the one-launch
 // variant's exact-row tiles by TMA; mbarriers),
 // two consumer warpgroups (64 rows each) compute S = Q K^T with wgmma from shared memory, the
-// online softmax in registers (exp2), and O += P V with P as the register A operand.
+// online softmax in registers (exp2), and O += P V with P as the register A operand
+// (prefill_wgmma_consumer.cuh). The one-launch variant runs through prefill_wgmma_ring.cu's kernel
+// (each record tile decoded once per kv head) when the caller gives it a workspace.
 #include <cmath>
 #include <cstdlib>
 #include <string>
