@@ -241,7 +241,8 @@ void CudaBackend::tq_prefill(const TqAttentionArgs& a, const cuda::TqCodecDev& k
   const int64_t part_floats = fused ? 0 : 2 * up(row_f) + 2 * up(rows);
   const int64_t copy_elems = a.n_exact > 0 ? 2 * e_elems : 0;
   // The one launch's ring of decoded record tiles (prefill_wgmma_ring_bytes; 0 when not taken).
-  const size_t ring_at = (size_t(q_floats + part_floats) * sizeof(float) + size_t(copy_elems) * 2 + 1023) / 1024 * 1024;
+  const size_t used = size_t(q_floats + part_floats) * sizeof(float) + size_t(copy_elems) * 2;
+  const size_t ring_at = (used + 1023) / 1024 * 1024;
   const size_t ring_bytes = fused ? cuda::prefill_wgmma_ring_bytes(one) : 0;
   tq_grow(tq_scratch_, ring_at + ring_bytes);
   float* scratch = static_cast<float*>(tq_scratch_.p);

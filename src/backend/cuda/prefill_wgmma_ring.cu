@@ -8,6 +8,7 @@
 // u + 1 once tile u is written, `taken` counts the blocks' loads; a slot is written again once
 // all gr blocks loaded its last tile. The workspace (prefill_wgmma_ring_bytes) is bounded by the
 // SM count, not by the context. Consumers: prefill_wgmma_consumer.cuh, as in prefill_wgmma.cu.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -182,11 +183,9 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_ring_kernel(const __grid_
 #endif
 }
 
-// The grid's layout for `a`, or false when the ring kernel does not take it: records seen by every
-// query block (so every block of a ring loads the same tiles), gr = group x query blocks from
-// kMinBlocks to the SM count, and slots per ring from 4 to 2 gr within ws_bytes (any size when ws_bytes is 0).
 // Fewer blocks a kv head would each decode a larger share of its tiles (up to a quarter).
 constexpr int kMinBlocks = 8;
+// A grid's layout: rings x gr blocks, slots per ring, query blocks.
 struct RingPlan {
   int rings, gr, slots, nqb;
 };
@@ -201,9 +200,13 @@ int sm_count() {
   return n;
 }
 size_t ring_bytes(int rings, int slots) {
-  const size_t counters = (2 * size_t(rings) * size_t(slots) * 4 + kCounterAlign - 1) / kCounterAlign * kCounterAlign;
+  const size_t words = 2 * size_t(rings) * size_t(slots);  // ready and taken
+  const size_t counters = (words * 4 + kCounterAlign - 1) / kCounterAlign * kCounterAlign;
   return counters + size_t(rings) * size_t(slots) * kSlotBytes;
 }
+// The layout for `a`, or false when the ring kernel does not take it: records seen by every query
+// block (so every block of a ring loads the same tiles), gr = group x query blocks from kMinBlocks
+// to the SM count, and slots per ring from 4 to 2 gr within ws_bytes (any size when ws_bytes is 0).
 bool ring_plan(const PrefillAttnArgs& a, size_t ws_bytes, RingPlan* plan) {
   const int64_t off = a.q_pos0 - a.k_pos0;
   if (a.L <= 0 || !a.rotate_back || (a.causal && off + kBM < a.L)) return false;
@@ -256,7 +259,8 @@ bool prefill_attention_wgmma_ring(const PrefillAttnArgs& a, const WgTailParams& 
   cudaStream_t st = as_stream(stream);
   static bool attr = false;
   if (!attr) {
-    CUDA_CHECK(cudaFuncSetAttribute(prefill_ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    CUDA_CHECK(cudaFuncSetAttribute(prefill_ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    kSmemBytes));
     attr = true;
   }
   CUDA_CHECK(cudaMemsetAsync(base, 0, 2 * n_slots * sizeof(uint32_t), st));
