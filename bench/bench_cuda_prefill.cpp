@@ -135,27 +135,23 @@ Row bench_prefill(Backend& be, cuda::KvFormat fmt, int64_t T, const cuda::TqCode
     std::printf("  (%s%s chunk, one launch at a time on the legacy stream: %.3f ms)\n", tq ? "tq4" : "bf16",
                 ring_bytes > 0 ? " ring" : "", cuda::time_median_ms(run_plain, &pc, 3, 15));
   }
-  if (wgmma == cuda::TqDecode::kAlu && T <= 4096 && tail == 0) {  // sanity: the same bits as the table decode
+  // Sanity: out as it stands against out after `rerun` (another path to the same bits).
+  const auto same_bits = [&](const char* what, const auto& rerun) {
     std::vector<uint8_t> x(q_elems * 4), y(q_elems * 4);
     cuda_synchronize();
     be.download(x.data(), out.data(), x.size());
-    run_wgmma_table(&a, nullptr);
+    rerun();
     cuda_synchronize();
     be.download(y.data(), out.data(), y.size());
-    std::printf("  (ALU decode output %s the table decode's)\n",
-                std::memcmp(x.data(), y.data(), x.size()) == 0 ? "bit-identical to" : "DIFFERS from");
-  }
-  if (ring_bytes > 0) {  // sanity: the same bits as the blocks' own decode
-    std::vector<uint8_t> x(q_elems * 4), y(q_elems * 4);
-    cuda_synchronize();
-    be.download(x.data(), out.data(), x.size());
-    a.ring_ws = nullptr, a.ring_ws_bytes = 0;
-    fn(&a, nullptr);
-    cuda_synchronize();
-    be.download(y.data(), out.data(), y.size());
-    std::printf("  (ring output %s the blocks' own decode's)\n",
-                std::memcmp(x.data(), y.data(), x.size()) == 0 ? "bit-identical to" : "DIFFERS from");
-  }
+    std::printf("  (%s %s)\n", what, std::memcmp(x.data(), y.data(), x.size()) == 0 ? "bit-identical" : "DIFFERS");
+  };
+  if (wgmma == cuda::TqDecode::kAlu && T <= 4096 && tail == 0)
+    same_bits("ALU decode output vs the table decode's:", [&] { run_wgmma_table(&a, nullptr); });
+  if (ring_bytes > 0)
+    same_bits("ring output vs the blocks' own decode's:", [&] {
+      a.ring_ws = nullptr, a.ring_ws_bytes = 0;
+      fn(&a, nullptr);
+    });
   Row r;
   const char* tq_name = wgmma == cuda::TqDecode::kAlu     ? "tq4-wgmma"
                         : wgmma == cuda::TqDecode::kTable ? "tq4-wgmma-table"

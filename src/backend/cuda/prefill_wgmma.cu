@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(WgCfg<kMode>::kThreads, 1)
   const int n_rec = j_hi > 0 ? (j_hi + kBN - 1) / kBN : 0;
   int n_tiles = n_rec;
   if constexpr (C::kTail) {
-    const int w_hi = p.causal ? min(p.W, p.off - p.L + m0 + kBM) : p.W;
+    const int w_hi = exact_rows_seen(p, m0);
     if (w_hi > 0) n_tiles += (w_hi + kBN - 1) / kBN;
   }
 

@@ -66,6 +66,12 @@ __device__ __forceinline__ int exact_rows(const P& p) {
     return 0;
 }
 
+// The exact rows query rows m0 .. m0 + 127 of a kTqAluTail launch read (causal: up to the block's
+// last row; <= 0: none).
+__device__ __forceinline__ int exact_rows_seen(const WgTailParams& p, int m0) {
+  return p.causal ? min(p.W, p.off - p.L + m0 + kBM) : p.W;
+}
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // A tile's K and V (two 64-column halves each) as 4 TMA boxes from the maps' rows y .. y + 127 of
 // head z into stage ks, completing on bar.

@@ -39,9 +39,9 @@ struct RingParams : WgTailParams {
   CUtensorMap rmk, rmv;  // the slots' K / V tiles: {128, rings x slots x 128 rows, 1}
   uint8_t* ring_k;       // [rings x slots][128][128] fp16
   uint8_t* ring_v;
-  uint32_t* ready;  // [rings x slots]
-  uint32_t* taken;  // [rings x slots]
-  int rings, gr, slots, nqb, qb_step, n_kv;
+  int* ready;       // [rings x slots]
+  int* taken;       // [rings x slots]
+  int rings, gr, slots, qb_step;
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -51,31 +51,31 @@ __device__ __forceinline__ void spin_pause(uint32_t& n) {
   __nanosleep(64);
   if (++n > (1u << 27)) __trap();
 }
-__device__ __forceinline__ uint32_t ld_acquire(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+__device__ __forceinline__ int ld_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
-__device__ __forceinline__ void red_release_add(uint32_t* p, uint32_t v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ void st_release(uint32_t* p, uint32_t v) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+__device__ __forceinline__ void st_release(int* p, int v) {
+  asm volatile("st.release.gpu.global.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
 // Orders generic-proxy global accesses with the async proxy's (TMA) on either side.
 __device__ __forceinline__ void proxy_fence_global() {
   asm volatile("fence.proxy.async.global;\n" ::: "memory");
 }
 
-// Work item k of block (ring, c): kv head ring + k rings, query head gq of its group, query block
-// (j + k qb_step) % nqb (a block's items spread over the causal exact rows' lengths).
+// Ring `ring`'s k-th kv head.
+__device__ __forceinline__ int ring_kv_head(const RingParams& p, int ring, int k) {
+  return ring + k * p.rings;
+}
+// Work item k of block (ring, c): kv head ring_kv_head, query head gq of its group, query block
+// (j + k qb_step) % query blocks (a block's items spread over the causal exact rows' lengths).
 __device__ __forceinline__ WgItem ring_item(const RingParams& p, int ring, int c, int k, int n_rec) {
-  const int hk = ring + k * p.rings, gq = c % p.group, j = c / p.group;
-  const int m0 = (j + k * p.qb_step) % p.nqb * kBM;
-  int n_tiles = n_rec;
-  const int w_hi = p.causal ? min(p.W, p.off - p.L + m0 + kBM) : p.W;
-  if (w_hi > 0) n_tiles += (w_hi + kBN - 1) / kBN;
-  return {hk * p.group + gq, m0, n_rec, n_tiles};
+  const int gq = c % p.group, j = c / p.group, nqb = (p.T + kBM - 1) / kBM;
+  const int m0 = (j + k * p.qb_step) % nqb * kBM;
+  const int w_hi = exact_rows_seen(p, m0);
+  const int n_exact = w_hi > 0 ? (w_hi + kBN - 1) / kBN : 0;
+  return {ring_kv_head(p, ring, k) * p.group + gq, m0, n_rec, n_rec + n_exact};
 }
 
 #endif
@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_ring_kernel(const __grid_
   const int tid = threadIdx.x, wg = tid >> 7;
   const int ring = blockIdx.x / p.gr, c = blockIdx.x % p.gr;
   const int n_rec = (p.L + kBN - 1) / kBN;
-  const int n_items = (p.n_kv - ring + p.rings - 1) / p.rings;
+  const int n_items = (p.n_head / p.group - ring + p.rings - 1) / p.rings;  // this ring's kv heads
   const int slot0 = ring * p.slots;
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) mbar_init(full + s, 1), mbar_init(empty + s, 8);
@@ -108,29 +108,28 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_ring_kernel(const __grid_
     const auto release_pending = [&] {
       if (pend < 0) return;
       mbar_wait(full + pend % kStages, (pend / kStages) & 1);
-      red_release_add(p.taken + pend_slot, 1);
+      atomic_add_acq_rel(p.taken + pend_slot, 1);
       pend = -1;
     };
     for (int k = 0; k < n_items; ++k) {
       const WgItem w = ring_item(p, ring, c, k, n_rec);
-      const int hk = ring + k * p.rings;
       for (int t = 0; t < w.n_tiles; ++t, ++ig) {
         const int s = ig % kStages;
         if (ig >= kStages) mbar_wait(empty + s, ((ig / kStages) - 1) & 1);
         uint8_t* ks = kv + s * 2 * kTileBytes;
+        int slot = -1;
         if (t < n_rec) {
           const uint32_t u = uint32_t(k * n_rec + t);
-          const int slot = slot0 + int(u % uint32_t(p.slots));
+          slot = slot0 + int(u % uint32_t(p.slots));
           uint32_t spins = 0;
-          while (ld_acquire(p.ready + slot) != u + 1) spin_pause(spins);
+          while (ld_acquire(p.ready + slot) != int(u + 1)) spin_pause(spins);
           proxy_fence_global();
           tma_kv_tile(ks, &p.rmk, &p.rmv, slot * kBN, 0, full + s);
-          release_pending();
-          pend = ig, pend_slot = slot;
         } else {
-          tma_kv_tile(ks, &p.tmk, &p.tmv, (t - n_rec) * kBN, hk, full + s);
-          release_pending();
+          tma_kv_tile(ks, &p.tmk, &p.tmv, (t - n_rec) * kBN, ring_kv_head(p, ring, k), full + s);
         }
+        release_pending();
+        if (slot >= 0) pend = ig, pend_slot = slot;
       }
     }
     release_pending();
@@ -151,13 +150,13 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_ring_kernel(const __grid_
         if (pt == 0) {
           const uint32_t need = uint32_t(p.gr) * (u / slots);
           uint32_t spins = 0;
-          while (ld_acquire(p.taken + slot) < need) spin_pause(spins);
+          while (ld_acquire(p.taken + slot) < int(need)) spin_pause(spins);
         }
         asm volatile("bar.sync 3, 128;\n" ::: "memory");
         proxy_fence_global();  // the other blocks' TMA reads of the slot before these writes
       }
       const int k = int(u / uint32_t(n_rec)), t = int(u % uint32_t(n_rec));
-      const int64_t row0 = int64_t(ring + k * p.rings) * p.head_stride + int64_t(t) * kBN;
+      const int64_t row0 = int64_t(ring_kv_head(p, ring, k)) * p.head_stride + int64_t(t) * kBN;
       const int rows = min(kBN, p.L - t * kBN);
       const size_t dst = size_t(slot) * kTileBytes;
       wgtq::tq_decode_rows_global(p.k + row0 * (kD / 2), p.k_scale + row0, rows, p.ring_k + dst, pt, mh);
@@ -166,7 +165,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_ring_kernel(const __grid_
       asm volatile("bar.sync 3, 128;\n" ::: "memory");
       if (pt == 0) {
         __threadfence();
-        st_release(p.ready + slot, u + 1);
+        st_release(p.ready + slot, int(u + 1));
       }
     }
     return;
@@ -244,7 +243,7 @@ bool prefill_attention_wgmma_ring(const PrefillAttnArgs& a, const WgTailParams& 
   static_cast<WgTailParams&>(p) = tp;
   const size_t n_slots = size_t(plan.rings) * size_t(plan.slots);
   auto* base = static_cast<uint8_t*>(a.ring_ws);
-  p.ready = reinterpret_cast<uint32_t*>(base);
+  p.ready = reinterpret_cast<int*>(base);
   p.taken = p.ready + n_slots;
   p.ring_k = base + ring_bytes(plan.rings, plan.slots) - n_slots * kSlotBytes;
   p.ring_v = p.ring_k + n_slots * kTileBytes;
@@ -252,8 +251,7 @@ bool prefill_attention_wgmma_ring(const PrefillAttnArgs& a, const WgTailParams& 
   if (!encode_kv_map(&p.rmk, p.ring_k, ring_rows, ring_rows, 1) ||
       !encode_kv_map(&p.rmv, p.ring_v, ring_rows, ring_rows, 1))
     return false;
-  p.rings = plan.rings, p.gr = plan.gr, p.slots = plan.slots, p.nqb = plan.nqb;
-  p.n_kv = a.n_head_kv;
+  p.rings = plan.rings, p.gr = plan.gr, p.slots = plan.slots;
   const int items = (a.n_head_kv + plan.rings - 1) / plan.rings;
   p.qb_step = std::max(1, plan.nqb / items);
   cudaStream_t st = as_stream(stream);
@@ -263,7 +261,7 @@ bool prefill_attention_wgmma_ring(const PrefillAttnArgs& a, const WgTailParams& 
                                     kSmemBytes));
     attr = true;
   }
-  CUDA_CHECK(cudaMemsetAsync(base, 0, 2 * n_slots * sizeof(uint32_t), st));
+  CUDA_CHECK(cudaMemsetAsync(base, 0, 2 * n_slots * sizeof(int), st));
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(unsigned(plan.rings * plan.gr));
   cfg.blockDim = dim3(kThreads);
