@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Packs the device tool's archives from a CUDA build made here (docs/gpu.md, "Everything in one
-# call"): .gpu/tests.tar.xz (unit_backend_cuda, golden_cuda, bench_cuda_attention and the tiny-qwen3
-# fixture) and .gpu/e2e.tar.xz (tqserve, bench_engine and the shared libraries they need that the
+# call"): .gpu/tests.tar.xz (unit_backend_cuda, golden_cuda, bench_cuda_attention, bench_cuda_prefill
+# and the tiny-qwen3 fixture) and .gpu/e2e.tar.xz (tqserve, bench_engine and the shared libraries they need that the
 # device image lacks), plus .gpu/lib (libfmt). Usage: bash bench/pack_cuda_archives.sh [BUILD_DIR]
 # (default build-cuda; it must have built tqserve bench_engine unit_backend_cuda golden_cuda
-# bench_cuda_attention). SHARED (default ../shared) is where the fixtures are.
+# bench_cuda_attention bench_cuda_prefill). SHARED (default ../shared) is where the fixtures are.
 # ONLY=e2e packs .gpu/e2e.tar.xz alone from tqserve, with tiny-qwen3's model files in
 # models/tiny-qwen3 (no reference dumps): what bench/run_cuda_validate.sh needs. ONLY=e2e-bin packs
 # tqserve and its libraries alone (~11 MB): what bench/run_cuda_midprefill_ab.sh needs (make-model).
@@ -19,7 +19,7 @@ case "$ONLY" in
   e2e | e2e-bin) E2E_ONLY=true ;;
   *) echo "ONLY must be e2e or e2e-bin (got '$ONLY')" >&2; exit 2 ;;
 esac
-need="tqserve bench/bench_engine tests/unit_backend_cuda tests/golden_cuda bench/bench_cuda_attention"
+need="tqserve bench/bench_engine tests/unit_backend_cuda tests/golden_cuda bench/bench_cuda_attention bench/bench_cuda_prefill"
 $E2E_ONLY && need=tqserve
 for f in $need; do
   [ -x "$B/$f" ] || { echo "missing $B/$f: build it first (docs/gpu.md)" >&2; exit 1; }
@@ -33,7 +33,7 @@ if [ "$ONLY" = e2e ]; then
   mkdir -p "$T/e2e/models/tiny-qwen3"
   find "$SHARED/models/tiny-qwen3" -maxdepth 1 -type f -exec cp {} "$T/e2e/models/tiny-qwen3/" \;
 elif ! $E2E_ONLY; then
-for f in tests/unit_backend_cuda tests/golden_cuda bench/bench_cuda_attention; do
+for f in tests/unit_backend_cuda tests/golden_cuda bench/bench_cuda_attention bench/bench_cuda_prefill; do
   strip -o "$T/tests/bin/$(basename $f)" "$B/$f"
 done
 # tiny-qwen3 whole: golden_cuda compares against its reference dumps.
