@@ -405,12 +405,16 @@ bool prefill_wgmma_handles(const PrefillAttnArgs& a) {
   return (!a.rotate_back && a.tail_len == 0) || prefill_wgmma_alu_decodes(kc.centroids);
 }
 
-bool prefill_wgmma_one_launch(const PrefillAttnArgs& a, void* stream) {
+bool prefill_wgmma_one_launch_enabled() {
   static const bool on = [] {
     const char* e = std::getenv("TQ_PREFILL_ONE_LAUNCH");
     return !(e && *e) || std::atoi(e) != 0;
   }();
-  return on && a.format == KvFormat::TurboQuant && a.rotate_back && prefill_wgmma_tq_enabled() &&
+  return on;
+}
+
+bool prefill_wgmma_one_launch(const PrefillAttnArgs& a, void* stream) {
+  return prefill_wgmma_one_launch_enabled() && a.format == KvFormat::TurboQuant && a.rotate_back && prefill_wgmma_tq_enabled() &&
          prefill_wgmma_handles(a) && prefill_wgmma_available(stream);
 }
 

@@ -45,6 +45,8 @@ bool prefill_wgmma_alu_decodes(const float (&centroids)[16]);
 // rows: PrefillAttnArgs): handled, available, and not turned off by TQ_PREFILL_ONE_LAUNCH=0 (the
 // A/B baseline: the caller then runs records and rows as two launches, merges and rotates).
 bool prefill_wgmma_one_launch(const PrefillAttnArgs& a, void* stream = nullptr);
+// Whether TQ_PREFILL_ONE_LAUNCH leaves the variant on (unset, or not 0).
+bool prefill_wgmma_one_launch_enabled();
 
 // The ring kernel of the one-launch variant (prefill_wgmma_ring.cu): each record tile decoded once
 // per kv head by one block into a ring of fp16 tiles in global memory, which all the kv head's

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -342,7 +341,7 @@ TEST(CudaPrefillWgmma, TurboQuantWithExactRowsMatchesCpuReference) {
   TQ_REQUIRE_GPU();
   auto be = make_cuda_backend();
   if (!cuda::prefill_wgmma_available()) GTEST_SKIP() << "not an sm_90 device";
-  if (const char* e = std::getenv("TQ_PREFILL_ONE_LAUNCH"); e && *e == '0')
+  if (!cuda::prefill_wgmma_one_launch_enabled())
     GTEST_SKIP() << "the one-launch variant is turned off (TQ_PREFILL_ONE_LAUNCH=0)";
   check_tq(*be, {8, 2, 700, 1000, 1000}, Codebook::kCodec, 700);   // records, then the chunk's rows
   check_tq(*be, {32, 8, 300, 2001, 2101}, Codebook::kCodec, 400);  // 100 older rows in the window
@@ -363,7 +362,7 @@ TEST(CudaPrefillWgmma, RingDecodeMatchesCpuReference) {
   TQ_REQUIRE_GPU();
   auto be = make_cuda_backend();
   if (!cuda::prefill_wgmma_available()) GTEST_SKIP() << "not an sm_90 device";
-  if (const char* e = std::getenv("TQ_PREFILL_ONE_LAUNCH"); e && *e == '0')
+  if (!cuda::prefill_wgmma_one_launch_enabled())
     GTEST_SKIP() << "the one-launch variant is turned off (TQ_PREFILL_ONE_LAUNCH=0)";
   if (!cuda::prefill_wgmma_ring_enabled()) GTEST_SKIP() << "turned off (TQ_PREFILL_RING=0)";
   check_tq(*be, {8, 1, 500, 700, 700}, Codebook::kCodec, 500, 1);       // 32 blocks, one ring
