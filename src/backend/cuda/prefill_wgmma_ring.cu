@@ -20,6 +20,7 @@
 #include "backend/cuda/prefill_wgmma_consumer.cuh"
 #include "backend/cuda/prefill_wgmma_params.cuh"
 #include "backend/cuda/prefill_wgmma_tq.cuh"
+#include "backend/cuda/tq_cuda.h"
 
 namespace tq::cuda {
 namespace {
@@ -190,11 +191,9 @@ struct RingPlan {
 };
 int sm_count() {
   static const int n = [] {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-      return 0;
-    return v;
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    return device_info(dev).n_sm;
   }();
   return n;
 }
