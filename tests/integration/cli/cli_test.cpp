@@ -1,6 +1,7 @@
 // The real tqserve binary on real files: generate/score/tokenize against transformers' goldens,
 // clear errors (exit 1, file and tensor named, never a crash) for broken model directories, and
-// every flag of every command documented in the README.
+// every flag of every command documented in the README, every environment switch in
+// docs/env-switches.md.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -210,6 +211,29 @@ TEST(Docs, EveryFlagIsInTheReadme) {
           << "README lacks tqserve " << s << " " << flag;
     }
   }
+}
+
+// Every TQ_* environment variable the sources read (std::getenv or env_int) has a row in
+// docs/env-switches.md.
+TEST(Docs, EveryEnvSwitchIsDocumented) {
+  const std::string table = read_file(repo_path("docs/env-switches.md"));
+  std::regex read_re(R"((getenv|env_int)\("(TQ_[A-Z0-9_]+)\")");
+  std::set<std::string> names;
+  for (const auto& e : fs::recursive_directory_iterator(repo_path("src"))) {
+    const std::string ext = e.path().extension().string();
+    if (!e.is_regular_file() || (ext != ".cpp" && ext != ".h" && ext != ".cu" && ext != ".cuh"))
+      continue;
+    const std::string text = read_file(e.path());
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), read_re);
+         it != std::sregex_iterator(); ++it)
+      names.insert((*it)[2]);
+  }
+  // The CUDA backend reads at least the decode and prefill switches; an empty set would mean
+  // the pattern stopped matching.
+  ASSERT_GE(names.size(), 20u);
+  for (const auto& n : names)
+    EXPECT_NE(table.find("| `" + n + "` |"), std::string::npos)
+        << "docs/env-switches.md lacks a row for " << n;
 }
 
 }  // namespace
