@@ -237,14 +237,17 @@ TEST_F(GuardHttp, ARetryAfterAMidPrefillRejectionDoesNotReplayItsRestoredPrefix)
   // a copy of every block it adds (3 MiB each, counted by the guard): its one eviction frees the
   // copies made so far, the later ones do not fit and no conversion is allowed: 503 mid-prefill.
   // The RSS comes from another process (the calibration server above), which can differ by a few
-  // MiB on a loaded machine: a request that still fits is retried with less headroom, on a fresh
-  // server. Some headroom must give the mid-prefill 503 (the preflight must let it start).
+  // MiB on a loaded machine (ctest -j): the headroom is searched for, on a fresh server each time.
+  // A request that fits (200) gets less; one the preflight refuses (reason retry_later) more;
+  // between the two, halving. Some headroom must give the mid-prefill 503 (the preflight must let
+  // it start).
   uint64_t limit = 0;
   std::unique_ptr<Serve> srv_ptr;
   std::optional<httplib::Result> rejected_opt;
   const std::string tiny = "model=\"tiny\"";
   double restored0 = 0;
-  for (int headroom : {74, 66, 58}) {
+  int fits = 0, refused = 0;  // the smallest headroom that fit, the largest the preflight refused
+  for (int attempt = 0, headroom = 74; attempt < 6; ++attempt) {
     srv_ptr = start_tight(base, rss_loaded, headroom, &limit);
     ASSERT_TRUE(srv_ptr);
     Serve& s = *srv_ptr;
@@ -256,12 +259,28 @@ TEST_F(GuardHttp, ARetryAfterAMidPrefillRejectionDoesNotReplayItsRestoredPrefix)
     restored0 = s.metric("tq_prefix_cache_restored_tokens_total", {tiny});
     auto r = complete(s, "tiny", prompt_, answer_n_);
     ASSERT_TRUE(r);
-    if (r->status != 200 || headroom == 58) {
-      rejected_opt.emplace(std::move(r));
-      break;
+    bool by_preflight = false;
+    if (r->status != 200) {  // the engine publishes its guard counters at its next step
+      for (int i = 0; i < 100; ++i) {
+        by_preflight = s.metric("tq_guard_rejections_total", {tiny, "reason=\"retry_later\""}) >= 1;
+        if (by_preflight ||
+            s.metric("tq_guard_rejections_total", {tiny, "reason=\"memory_pressure\""}) >= 1)
+          break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      if (!by_preflight) {
+        rejected_opt.emplace(std::move(r));
+        break;
+      }
     }
-    std::printf("headroom %d MiB: the request fit (200); retrying with less\n", headroom);
+    (by_preflight ? refused : fits) = headroom;
+    std::printf("headroom %d MiB: %s; searching on\n", headroom,
+                by_preflight ? "the preflight refused the request" : "the request fit (200)");
+    if (fits && refused && fits - refused <= 1) break;
+    headroom = fits && refused ? (fits + refused) / 2 : fits ? headroom - 8 : headroom + 8;
   }
+  ASSERT_TRUE(rejected_opt) << "no headroom gave a mid-prefill rejection (fit at " << fits
+                            << " MiB, refused by the preflight at " << refused << " MiB)";
   Serve& srv = *srv_ptr;
   auto& rejected = *rejected_opt;
   ASSERT_EQ(rejected->status, 503) << rejected->body;
