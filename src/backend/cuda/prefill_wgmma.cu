@@ -406,10 +406,7 @@ bool prefill_wgmma_handles(const PrefillAttnArgs& a) {
 }
 
 bool prefill_wgmma_one_launch_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("TQ_PREFILL_ONE_LAUNCH");
-    return !(e && *e) || std::atoi(e) != 0;
-  }();
+  static const bool on = env_int("TQ_PREFILL_ONE_LAUNCH", 1) != 0;
   return on;
 }
 
@@ -419,26 +416,17 @@ bool prefill_wgmma_one_launch(const PrefillAttnArgs& a, void* stream) {
 }
 
 bool prefill_wgmma_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("TQ_PREFILL_WGMMA");
-    return e && *e ? std::atoi(e) != 0 : kDefaultOn;
-  }();
+  static const bool on = env_int("TQ_PREFILL_WGMMA", kDefaultOn) != 0;
   return on;
 }
 
 bool prefill_wgmma_tma_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("TQ_PREFILL_TMA");
-    return !(e && *e) || std::atoi(e) != 0;
-  }();
+  static const bool on = env_int("TQ_PREFILL_TMA", 1) != 0;
   return on;
 }
 
 bool prefill_wgmma_tq_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("TQ_PREFILL_WGMMA_TQ");
-    return e && *e ? std::atoi(e) != 0 : kTqDefaultOn;
-  }();
+  static const bool on = env_int("TQ_PREFILL_WGMMA_TQ", kTqDefaultOn) != 0;
   return on;
 }
 

@@ -10,7 +10,6 @@
 // SM count, not by the context. Consumers: prefill_wgmma_consumer.cuh, as in prefill_wgmma.cu.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 
 #include "backend/cuda/async_copy.cuh"
@@ -222,10 +221,7 @@ bool ring_plan(const PrefillAttnArgs& a, size_t ws_bytes, RingPlan* plan) {
 }  // namespace
 
 bool prefill_wgmma_ring_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("TQ_PREFILL_RING");
-    return !(e && *e) || std::atoi(e) != 0;
-  }();
+  static const bool on = env_int("TQ_PREFILL_RING", 1) != 0;
   return on;
 }
 
