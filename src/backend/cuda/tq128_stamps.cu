@@ -1,7 +1,10 @@
 // Probe TQ_DECODE_STAMPS=1 of the TurboQuant head_dim-128 decode (decode_tq128.cu), host side:
 // the device buffer the last launch's blocks write their clock64 phase stamps to, and the
-// one-line summary benchmarks print (phase medians and maxima).
+// one-line summary benchmarks print (phase medians and maxima), and with TQ_DECODE_STAMPS_CSV
+// every block's timeline.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -85,6 +88,20 @@ std::string tq128_stamp_report() {
                                                {8, "partial"}, {9, "counter"}, {11, "end"}};
   for (const auto& [k, name] : marks)
     out += std::string(" ") + name + " " + spread([&](size_t b) { return gt(b, k) - rel; });
+  // TQ_DECODE_STAMPS_CSV=path: each block's timeline (ns from the release), appended to path.
+  if (const char* path = std::getenv("TQ_DECODE_STAMPS_CSV"); path && *path) {
+    if (FILE* f = std::fopen(path, "a")) {
+      std::fprintf(f, "block");
+      for (int k = 0; k < kStamps; ++k) std::fprintf(f, ",t%d", k);
+      std::fprintf(f, "\n");
+      for (size_t b = 0; b < n; ++b) {
+        std::fprintf(f, "%zu", b);
+        for (int k = 0; k < kStamps; ++k) std::fprintf(f, ",%.0f", gt(b, k) - rel);
+        std::fprintf(f, "\n");
+      }
+      std::fclose(f);
+    }
+  }
   return out;
 }
 
