@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -238,16 +239,18 @@ TEST_F(GuardHttp, ARetryAfterAMidPrefillRejectionDoesNotReplayItsRestoredPrefix)
   // copies made so far, the later ones do not fit and no conversion is allowed: 503 mid-prefill.
   // The RSS comes from another process (the calibration server above), which can differ by a few
   // MiB on a loaded machine (ctest -j): the headroom is searched for, on a fresh server each time.
-  // A request that fits (200) gets less; one the preflight refuses (reason retry_later) more;
-  // between the two, halving. Some headroom must give the mid-prefill 503 (the preflight must let
-  // it start).
+  // A request that fits (200) gets less: by the room its guard peak left below the hard threshold
+  // and at least 8 MiB (near the limit the guard evicts, so the room alone steps slowly); one the
+  // preflight refuses (reason retry_later) 8 MiB more; between the two, halving. Some headroom
+  // must give the mid-prefill 503 (the preflight must let it start): on the 2-core machine that
+  // was any headroom between about 53 and 78 MiB (fits above, preflight refusals below).
   uint64_t limit = 0;
   std::unique_ptr<Serve> srv_ptr;
   std::optional<httplib::Result> rejected_opt;
   const std::string tiny = "model=\"tiny\"";
   double restored0 = 0;
   int fits = 0, refused = 0;  // the smallest headroom that fit, the largest the preflight refused
-  for (int attempt = 0, headroom = 74; attempt < 6; ++attempt) {
+  for (int attempt = 0, headroom = 74; attempt < 10; ++attempt) {
     srv_ptr = start_tight(base, rss_loaded, headroom, &limit);
     ASSERT_TRUE(srv_ptr);
     Serve& s = *srv_ptr;
@@ -274,10 +277,17 @@ TEST_F(GuardHttp, ARetryAfterAMidPrefillRejectionDoesNotReplayItsRestoredPrefix)
       }
     }
     (by_preflight ? refused : fits) = headroom;
-    std::printf("headroom %d MiB: %s; searching on\n", headroom,
-                by_preflight ? "the preflight refused the request" : "the request fit (200)");
+    // The room the fitting request's guard peak left below the hard threshold, in whole MiB.
+    const double slack = by_preflight ? 0.0
+                                      : (s.metric("tq_guard_hard_bytes", {tiny}) -
+                                         s.metric("tq_guard_peak_used_bytes", {tiny})) / kMiB;
+    std::printf("headroom %d MiB: %s (guard peak %.1f MiB below hard); searching on\n", headroom,
+                by_preflight ? "the preflight refused the request" : "the request fit (200)", slack);
     if (fits && refused && fits - refused <= 1) break;
-    headroom = fits && refused ? (fits + refused) / 2 : fits ? headroom - 8 : headroom + 8;
+    const int down = std::max(8, int(slack) + 1);
+    headroom = fits && refused ? std::max(refused + 1, std::min(fits - down, (fits + refused) / 2))
+               : fits          ? headroom - down
+                               : headroom + 8;
   }
   ASSERT_TRUE(rejected_opt) << "no headroom gave a mid-prefill rejection (fit at " << fits
                             << " MiB, refused by the preflight at " << refused << " MiB)";
