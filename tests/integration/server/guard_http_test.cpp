@@ -286,9 +286,12 @@ TEST_F(GuardHttp, ARetryAfterAMidPrefillRejectionDoesNotReplayItsRestoredPrefix)
                 by_preflight ? "the preflight refused the request" : "the request fit (200)", slack);
     if (fits && refused && fits - refused <= 1) break;
     const int down = std::max(8, int(slack) + 1);
-    headroom = fits && refused ? std::max(refused + 1, std::min(fits - down, (fits + refused) / 2))
-               : fits          ? headroom - down
-                               : headroom + 8;
+    if (!refused)
+      headroom -= down;  // only fits so far
+    else if (!fits)
+      headroom += 8;  // only preflight refusals so far
+    else  // between the two: halve, or less where the fit's room says so
+      headroom = std::max(refused + 1, std::min(fits - down, (fits + refused) / 2));
   }
   ASSERT_TRUE(rejected_opt) << "no headroom gave a mid-prefill rejection (fit at " << fits
                             << " MiB, refused by the preflight at " << refused << " MiB)";
